@@ -1,0 +1,77 @@
+"""PPO loss terms, the adaptive-KL learning rate and optimiser construction (st_rl semantics)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+OPTIMIZERS = ("adam", "adamw", "sgd")
+
+
+@struct.dataclass
+class PPOBatch:
+    """What one PPO minibatch needs; leaves share a leading sample axis."""
+
+    policy_obs: jax.Array  # normalised
+    critic_obs: jax.Array  # normalised
+    actions: jax.Array
+    old_log_prob: jax.Array
+    old_mean: jax.Array
+    old_std: jax.Array
+    old_values: jax.Array
+    advantages: jax.Array
+    returns: jax.Array
+
+
+def surrogate_loss(log_prob: jax.Array, old_log_prob: jax.Array, advantages: jax.Array, clip_param: float):
+    """Clipped surrogate `mean(max(-A r, -A clip(r, 1-eps, 1+eps)))`."""
+    ratio = jnp.exp(log_prob - old_log_prob)
+    unclipped = -advantages * ratio
+    clipped = -advantages * jnp.clip(ratio, 1.0 - clip_param, 1.0 + clip_param)
+    return jnp.mean(jnp.maximum(unclipped, clipped))
+
+
+def value_loss(
+    values: jax.Array, old_values: jax.Array, returns: jax.Array, clip_param: float, use_clipped: bool
+) -> jax.Array:
+    """Clipped value loss `mean(max((V-R)^2, (V_old + clip(V-V_old) - R)^2))`, or plain MSE."""
+    if not use_clipped:
+        return jnp.mean(jnp.square(returns - values))
+    clipped = old_values + jnp.clip(values - old_values, -clip_param, clip_param)
+    return jnp.mean(jnp.maximum(jnp.square(values - returns), jnp.square(clipped - returns)))
+
+
+def adaptive_learning_rate(learning_rate: jax.Array, kl_mean: jax.Array, desired_kl: float) -> jax.Array:
+    """rsl_rl's rule: shrink by 1.5 above 2 kl*, grow by 1.5 in (0, kl*/2), within [1e-5, 1e-2]."""
+    shrink = jnp.maximum(1e-5, learning_rate / 1.5)
+    grow = jnp.minimum(1e-2, learning_rate * 1.5)
+    return jnp.where(
+        kl_mean > desired_kl * 2.0,
+        shrink,
+        jnp.where((kl_mean < desired_kl / 2.0) & (kl_mean > 0.0), grow, learning_rate),
+    )
+
+
+def weighted_total(losses: dict[str, jax.Array], coefs: dict[str, float]) -> jax.Array:
+    """`sum_k coef_k * loss_k`, st_rl's `<name>_coef` convention (missing coefficients are 1)."""
+    return sum(coefs.get(name, 1.0) * value for name, value in losses.items())
+
+
+def make_optimizer(name: str, max_grad_norm: float | None) -> optax.GradientTransformation:
+    """Global-norm clipping then the optimiser's update direction, without the learning rate.
+
+    The learning rate lives in the train state (the adaptive schedule changes it every
+    minibatch); the caller applies `-lr * direction`.
+    """
+    if name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {name!r}; valid choices: {list(OPTIMIZERS)}")
+    direction = {
+        "adam": optax.scale_by_adam(),
+        "adamw": optax.chain(optax.scale_by_adam(), optax.add_decayed_weights(0.01)),  # torch AdamW default
+        "sgd": optax.identity(),
+    }[name]
+    if max_grad_norm is None:
+        return direction
+    return optax.chain(optax.clip_by_global_norm(max_grad_norm), direction)

@@ -1,0 +1,23 @@
+"""Time-major rollout storage as an immutable pytree."""
+
+from __future__ import annotations
+
+import jax
+from flax import struct
+
+
+@struct.dataclass
+class Transition:
+    """One rollout, every leaf shaped `[T, N, ...]` (steps x environments).
+
+    `rewards` already holds the learning reward: scaled, with the time-out bootstrap added.
+    """
+
+    obs: dict[str, jax.Array]  # raw (un-normalised) observation groups the policy acted on
+    actions: jax.Array  # [T, N, A] sampled actions (before any env-side clipping)
+    log_prob: jax.Array  # [T, N] log-probability of `actions` under the acting policy
+    mean: jax.Array  # [T, N, A] acting distribution mean (for the KL of the adaptive schedule)
+    std: jax.Array  # [T, N, A] acting distribution std
+    values: jax.Array  # [T, N] V(s_t)
+    rewards: jax.Array  # [T, N]
+    dones: jax.Array  # [T, N] float: 1 where the episode ended (terminated or truncated)

@@ -1,0 +1,244 @@
+"""Build a `TrainConfig` from presets, YAML files and dotted `key.sub=value` overrides.
+
+Every value is checked against the dataclass field types so that a typo or a wrong type is a
+`ConfigError` naming the key and the valid choices, never a silent default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from strl_jax.configs.schema import TrainConfig
+
+PRESET_PACKAGE = "strl_jax.configs"
+
+
+class ConfigError(ValueError):
+    """A configuration problem the user can fix; the message says what and how."""
+
+
+def available_presets() -> list[str]:
+    """Names of the YAML presets shipped with the package."""
+    folder = resources.files(PRESET_PACKAGE) / "presets"
+    return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_preset(name: str) -> dict:
+    """The raw mapping of one preset."""
+    if name not in available_presets():
+        raise ConfigError(f"no preset named {name!r}; presets: {available_presets()}")
+    text = (resources.files(PRESET_PACKAGE) / "presets" / f"{name}.yaml").read_text()
+    return yaml.safe_load(text) or {}
+
+
+def load_yaml_file(path: str | Path) -> dict:
+    """A YAML config file as a mapping, with a clear error if it is missing or not a mapping."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping of sections, got {type(data).__name__}")
+    return data
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Split `a.b=value`, reading the value as YAML (so `1e-3`, `[64, 64]`, `null` work)."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} must look like key.sub=value")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise ConfigError(f"override {text!r} has an empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as err:
+        raise ConfigError(f"cannot read the value of override {text!r}: {err}") from None
+    return key, value
+
+
+def set_dotted(tree: dict, key: str, value: Any) -> None:
+    """Write `value` at dotted `key` into nested dicts, creating levels as needed."""
+    parts = key.split(".")
+    node = tree
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
+def deep_merge(base: dict, update: dict) -> dict:
+    """Recursively merge `update` into a copy of `base`."""
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _coerce(value: Any, annotation: Any, where: str) -> Any:
+    """Check `value` against a field annotation, allowing only lossless conversions."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        errors = []
+        for candidate in inner:
+            try:
+                return _coerce(value, candidate, where)
+            except ConfigError as err:
+                errors.append(str(err))
+        raise ConfigError(errors[0])
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{where} must be true or false, got {value!r}")
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+            raise ConfigError(f"{where} must be an integer, got {value!r}")
+        return int(value)
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where} must be a number, got {value!r}")
+        return float(value)
+    if annotation is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} must be a string, got {value!r}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{where} must be a list, got {value!r}")
+        item_type = args[0] if args else Any
+        return tuple(_coerce(v, item_type, f"{where}[{i}]") for i, v in enumerate(value))
+    if annotation is dict or origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where} must be a mapping, got {value!r}")
+        return dict(value)
+    if annotation is Any:
+        return value
+    raise ConfigError(f"{where}: unsupported field type {annotation!r}")
+
+
+def _build(cls: type, data: dict, where: str) -> Any:
+    """Instantiate dataclass `cls` from a mapping, recursing into nested dataclasses."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or 'config'} must be a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        prefix = f"{where}." if where else ""
+        raise ConfigError(
+            f"unknown config key {prefix}{unknown[0]!r}; valid keys{' in ' + where if where else ''}: "
+            f"{sorted(fields)}"
+        )
+    kwargs = {}
+    for name, value in data.items():
+        key = f"{where}.{name}" if where else name
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            kwargs[name] = _build(hint, value, key)
+        else:
+            kwargs[name] = _coerce(value, hint, key)
+    return cls(**kwargs)
+
+
+def config_from_dict(data: dict) -> TrainConfig:
+    """Validate a nested mapping into a `TrainConfig`."""
+    return _build(TrainConfig, data, "")
+
+
+def config_to_dict(cfg: Any) -> dict:
+    """A plain mapping (tuples as lists) that YAML can write and `config_from_dict` can read."""
+
+    def plain(x: Any) -> Any:
+        if dataclasses.is_dataclass(x):
+            return {f.name: plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
+        if isinstance(x, tuple | list):
+            return [plain(v) for v in x]
+        if isinstance(x, dict):
+            return {k: plain(v) for k, v in x.items()}
+        return x
+
+    return plain(cfg)
+
+
+def resolve_config(
+    task: str | None = None,
+    config_files: list[str] | None = None,
+    overrides: list[str] | None = None,
+) -> TrainConfig:
+    """Preset for `task` (if one exists) <- YAML files <- dotted overrides, then validate.
+
+    A task without a preset starts from the defaults with `env.task` set to it.
+    """
+    data: dict = {}
+    if task is not None:
+        data = load_preset(task) if task in available_presets() else {"env": {"task": task}}
+    for path in config_files or []:
+        data = deep_merge(data, load_yaml_file(path))
+    for text in overrides or []:
+        key, value = parse_override(text)
+        set_dotted(data, key, value)
+    cfg = config_from_dict(data)
+    validate_config(cfg)
+    return cfg
+
+
+def validate_config(cfg: TrainConfig) -> None:
+    """Checks that need more than types: choices and divisibility."""
+    from strl_jax.envs.brax_env import available_backends, available_tasks
+
+    if cfg.env.task not in available_tasks():
+        raise ConfigError(f"unknown task {cfg.env.task!r}; valid tasks: {available_tasks()}")
+    if cfg.env.backend not in available_backends():
+        raise ConfigError(f"unknown backend {cfg.env.backend!r}; valid backends: {available_backends()}")
+    choices = {
+        "algorithm.class_name": (cfg.algorithm.class_name, ["PPO"]),
+        "policy.class_name": (cfg.policy.class_name, ["ActorCritic"]),
+        "algorithm.schedule": (cfg.algorithm.schedule, ["fixed", "adaptive"]),
+        "algorithm.optimizer": (cfg.algorithm.optimizer, ["adam", "adamw", "sgd"]),
+        "algorithm.timeout_bootstrap": (cfg.algorithm.timeout_bootstrap, ["final_obs", "rsl_rl"]),
+        "policy.noise_std_type": (cfg.policy.noise_std_type, ["scalar", "log"]),
+    }
+    for key, (value, valid) in choices.items():
+        if value not in valid:
+            raise ConfigError(f"unknown {key} {value!r}; valid choices: {valid}")
+    from strl_jax.networks.mlp import ACTIVATIONS
+
+    if cfg.policy.activation.lower() not in ACTIVATIONS:
+        raise ConfigError(f"unknown policy.activation {cfg.policy.activation!r}; valid choices: {sorted(ACTIVATIONS)}")
+    positive = {
+        "env.num_envs": cfg.env.num_envs,
+        "env.episode_length": cfg.env.episode_length,
+        "env.action_repeat": cfg.env.action_repeat,
+        "runner.num_steps_per_env": cfg.runner.num_steps_per_env,
+        "runner.max_iterations": cfg.runner.max_iterations,
+        "runner.log_interval": cfg.runner.log_interval,
+        "runner.num_eval_envs": cfg.runner.num_eval_envs,
+        "algorithm.num_learning_epochs": cfg.algorithm.num_learning_epochs,
+        "algorithm.num_mini_batches": cfg.algorithm.num_mini_batches,
+    }
+    for key, value in positive.items():
+        if value < 1:
+            raise ConfigError(f"{key} must be at least 1, got {value}")
+    batch = cfg.env.num_envs * cfg.runner.num_steps_per_env
+    if batch % cfg.algorithm.num_mini_batches:
+        raise ConfigError(
+            f"algorithm.num_mini_batches={cfg.algorithm.num_mini_batches} must divide the batch "
+            f"env.num_envs * runner.num_steps_per_env = {batch}"
+        )

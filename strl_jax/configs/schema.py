@@ -1,0 +1,87 @@
+"""Typed, frozen run configuration with st_rl / rsl_rl field names.
+
+Sections mirror an rsl_rl train config: `env`, `policy`, `algorithm`, `runner`, plus `seed`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Which Brax environment to run and how to wrap it."""
+
+    task: str = "inverted_pendulum"
+    backend: str = "positional"
+    num_envs: int = 1024
+    episode_length: int = 1000
+    action_repeat: int = 1
+    clip_actions: float | None = 1.0  # executed actions are clipped to [-c, c]; None disables
+    env_kwargs: dict = field(default_factory=dict)  # passed to the Brax env constructor
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Actor-critic network (rsl_rl `policy` section)."""
+
+    class_name: str = "ActorCritic"
+    actor_hidden_dims: tuple[int, ...] = (256, 256, 256)
+    critic_hidden_dims: tuple[int, ...] = (256, 256, 256)
+    activation: str = "elu"
+    init_noise_std: float = 1.0
+    noise_std_type: str = "scalar"
+
+
+@dataclass(frozen=True)
+class AlgorithmConfig:
+    """PPO hyperparameters under st_rl / rsl_rl names (defaults: current rsl_rl)."""
+
+    class_name: str = "PPO"
+    num_learning_epochs: int = 5
+    num_mini_batches: int = 4
+    clip_param: float = 0.2
+    gamma: float = 0.99
+    lam: float = 0.95
+    surrogate_loss_coef: float = 1.0
+    value_loss_coef: float = 1.0
+    entropy_coef: float = 0.01
+    learning_rate: float = 1e-3
+    max_grad_norm: float = 1.0
+    optimizer: str = "adam"
+    use_clipped_value_loss: bool = True
+    schedule: str = "adaptive"
+    desired_kl: float = 0.01
+    normalize_advantage_per_mini_batch: bool = False
+    clip_min_std: float | None = None
+    timeout_bootstrap: str = "final_obs"  # or "rsl_rl": gamma * V(s_t) on time-outs
+    reward_scale: float = 1.0  # multiplies rewards used for learning, not the logged returns
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    """Rollout length, iteration count, logging, evaluation and checkpoint cadence."""
+
+    num_steps_per_env: int = 24
+    max_iterations: int = 1500
+    empirical_normalization: bool = True
+    normalizer_until: float | None = None
+    log_interval: int = 1
+    eval_interval: int = 10
+    num_eval_envs: int = 16
+    save_interval: int = 50
+    max_checkpoints_to_keep: int = 5
+    experiment_name: str = ""
+    log_dir: str = ""  # default: runs/<task>/<timestamp>
+    compile_cache: bool = True  # JAX persistent compilation cache under ~/.cache/strl_jax
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """A whole run."""
+
+    seed: int = 1
+    env: EnvConfig = field(default_factory=EnvConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    runner: RunnerConfig = field(default_factory=RunnerConfig)

@@ -1,0 +1,185 @@
+"""Batched Brax environments with fresh-random auto-reset and separate termination/truncation.
+
+Brax's own AutoResetWrapper restarts a finished episode from one cached first state. Here every
+finished episode starts from a new `env.reset` with its own key, time-outs are reported as
+`truncated` (not as terminations), and the observation reached by the step that ended an
+episode is kept as `final_obs` so that the learner can bootstrap from its value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import brax.envs
+import chex
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+BACKENDS = ("mjx", "generalized", "positional", "spring")
+
+Observation = dict[str, jax.Array]
+
+
+def available_tasks() -> list[str]:
+    """Every environment name registered with Brax (including ones users register)."""
+    return sorted(brax.envs._envs)  # noqa: SLF001 - brax exposes no public listing
+
+
+def available_backends() -> list[str]:
+    return list(BACKENDS)
+
+
+@struct.dataclass
+class EnvState:
+    """State of `num_envs` environments; everything an exact resume needs."""
+
+    brax_state: Any  # brax.envs.State with a leading env axis
+    step_count: jax.Array  # [N] int32 steps taken in the current episode
+    reset_key: jax.Array  # [N] PRNG keys, advanced each time that env resets
+
+
+@struct.dataclass
+class StepResult:
+    """What one batched step returns besides the new state."""
+
+    obs: Observation  # observation to act on next (after any reset)
+    reward: jax.Array  # [N]
+    terminated: jax.Array  # [N] bool: the episode ended in a terminal state
+    truncated: jax.Array  # [N] bool: the episode hit the time limit and is not terminal
+    final_obs: Observation  # observation the step reached, before any reset
+    metrics: dict[str, jax.Array]  # Brax per-step metrics (reward terms etc.), [N] each
+
+
+def default_observation_groups(brax_state: Any) -> Observation:
+    """Both groups see the environment's observation."""
+    return {"policy": brax_state.obs, "critic": brax_state.obs}
+
+
+@struct.dataclass
+class BraxVecEnv:
+    """Pure reset/step functions over a batch of one Brax environment."""
+
+    env: Any = struct.field(pytree_node=False)
+    num_envs: int = struct.field(pytree_node=False)
+    episode_length: int = struct.field(pytree_node=False)
+    action_repeat: int = struct.field(pytree_node=False, default=1)
+    clip_actions: float | None = struct.field(pytree_node=False, default=1.0)
+    observe: Callable[[Any], Observation] = struct.field(pytree_node=False, default=default_observation_groups)
+
+    @property
+    def action_size(self) -> int:
+        return int(self.env.action_size)
+
+    def observation_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Shape of one environment's observation in each group."""
+        state = jax.eval_shape(self.env.reset, jax.random.PRNGKey(0))
+        return {k: tuple(v.shape) for k, v in self.observe(state).items()}
+
+    def reset(self, key: jax.Array) -> tuple[EnvState, Observation]:
+        """Reset all environments with independent random initial states."""
+        keys = jax.random.split(key, self.num_envs * 2).reshape(2, self.num_envs, -1)
+        brax_state = jax.vmap(self.env.reset)(keys[0])
+        state = EnvState(
+            brax_state=brax_state,
+            step_count=jnp.zeros((self.num_envs,), jnp.int32),
+            reset_key=keys[1],
+        )
+        return state, self.observe(brax_state)
+
+    def _step_single(self, brax_state: Any, action: jax.Array) -> tuple[Any, jax.Array, jax.Array]:
+        """Step one env `action_repeat` times, summing rewards; terminal if any sub-step was."""
+        if self.action_repeat == 1:
+            nxt = self.env.step(brax_state, action)
+            return nxt, nxt.reward, nxt.done
+
+        def body(carry, _):
+            state, reward, done = carry
+            state = self.env.step(state, action)
+            return (state, reward + state.reward, jnp.maximum(done, state.done)), None
+
+        zero = jnp.zeros_like(brax_state.reward)
+        (nxt, reward, done), _ = jax.lax.scan(body, (brax_state, zero, zero), None, length=self.action_repeat)
+        return nxt, reward, done
+
+    def step(self, state: EnvState, action: jax.Array) -> tuple[EnvState, StepResult]:
+        """Advance every environment; finished ones restart from a fresh random state."""
+        chex.assert_shape(action, (self.num_envs, self.action_size))
+        if self.clip_actions is not None:
+            action = jnp.clip(action, -self.clip_actions, self.clip_actions)
+        stepped, reward, done = jax.vmap(self._step_single)(state.brax_state, action)
+        step_count = state.step_count + 1
+        terminated = done > 0
+        truncated = (step_count >= self.episode_length) & ~terminated
+        finished = terminated | truncated
+        final_obs = self.observe(stepped)
+
+        def with_resets(_):
+            split = jax.vmap(jax.random.split)(state.reset_key)
+            fresh = jax.vmap(self.env.reset)(split[:, 1])
+            pick = lambda new, old: jnp.where(finished.reshape((-1,) + (1,) * (old.ndim - 1)), new, old)
+            merged = jax.tree.map(pick, fresh, stepped)
+            keys = jnp.where(finished[:, None], split[:, 0], state.reset_key)
+            return merged, keys
+
+        # Resetting costs as much as a step, so skip it when no env has finished.
+        brax_state, reset_key = jax.lax.cond(
+            jnp.any(finished), with_resets, lambda _: (stepped, state.reset_key), None
+        )
+        new_state = EnvState(
+            brax_state=brax_state,
+            step_count=jnp.where(finished, 0, step_count),
+            reset_key=reset_key,
+        )
+        result = StepResult(
+            obs=self.observe(brax_state),
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=final_obs,
+            metrics=dict(stepped.metrics),
+        )
+        return new_state, result
+
+
+def make_brax_env(
+    task: str,
+    backend: str,
+    num_envs: int,
+    episode_length: int,
+    action_repeat: int = 1,
+    clip_actions: float | None = 1.0,
+    env_kwargs: dict | None = None,
+) -> BraxVecEnv:
+    """Create a batched Brax env by name, with clear errors for unknown names or kwargs."""
+    from strl_jax.configs.loader import ConfigError
+
+    if task not in available_tasks():
+        raise ConfigError(f"unknown task {task!r}; valid tasks: {available_tasks()}")
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown backend {backend!r}; valid backends: {list(BACKENDS)}")
+    try:
+        env = brax.envs.get_environment(task, backend=backend, **(env_kwargs or {}))
+    except TypeError as err:
+        raise ConfigError(f"env.env_kwargs {env_kwargs!r} do not fit brax task {task!r}: {err}") from None
+    return BraxVecEnv(
+        env=env,
+        num_envs=num_envs,
+        episode_length=episode_length,
+        action_repeat=action_repeat,
+        clip_actions=clip_actions,
+    )
+
+
+def make_env_from_config(env_cfg, num_envs: int | None = None) -> BraxVecEnv:
+    """Build from an `EnvConfig`; `num_envs` overrides the configured count (evaluation envs)."""
+    return make_brax_env(
+        task=env_cfg.task,
+        backend=env_cfg.backend,
+        num_envs=env_cfg.num_envs if num_envs is None else num_envs,
+        episode_length=env_cfg.episode_length,
+        action_repeat=env_cfg.action_repeat,
+        clip_actions=env_cfg.clip_actions,
+        env_kwargs=env_cfg.env_kwargs,
+    )

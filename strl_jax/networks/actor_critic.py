@@ -1,0 +1,80 @@
+"""Feed-forward actor-critic with a state-independent Gaussian std (rsl_rl's ActorCritic)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from strl_jax.networks.mlp import MLP
+
+NOISE_STD_TYPES = ("scalar", "log")
+
+
+class ActorCritic(nn.Module):
+    """Actor MLP -> action mean, critic MLP -> value, one learned std per action dimension.
+
+    `noise_std_type="scalar"` learns the std directly, `"log"` learns its logarithm.
+    """
+
+    action_dim: int
+    actor_hidden_dims: Sequence[int] = (256, 256, 256)
+    critic_hidden_dims: Sequence[int] = (256, 256, 256)
+    activation: str = "elu"
+    init_noise_std: float = 1.0
+    noise_std_type: str = "scalar"
+
+    def setup(self) -> None:
+        if self.noise_std_type not in NOISE_STD_TYPES:
+            raise ValueError(
+                f"unknown noise_std_type {self.noise_std_type!r}; valid choices: {list(NOISE_STD_TYPES)}"
+            )
+        self.actor = MLP(tuple(self.actor_hidden_dims), self.action_dim, self.activation, 0.01)
+        self.critic = MLP(tuple(self.critic_hidden_dims), 1, self.activation, 1.0)
+        init_value = self.init_noise_std if self.noise_std_type == "scalar" else jnp.log(self.init_noise_std)
+        self.std_param = self.param(
+            "std" if self.noise_std_type == "scalar" else "log_std",
+            lambda _key, shape: jnp.full(shape, init_value, jnp.float32),
+            (self.action_dim,),
+        )
+
+    def __call__(self, policy_obs: jax.Array, critic_obs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """Used for initialisation: touches every parameter."""
+        mean, std = self.distribution(policy_obs)
+        return mean, std, self.value(critic_obs)
+
+    def distribution(self, policy_obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Mean and std of the action distribution for normalised policy observations."""
+        mean = self.actor(policy_obs)
+        std = self.std_param if self.noise_std_type == "scalar" else jnp.exp(self.std_param)
+        return mean, jnp.broadcast_to(std, mean.shape)
+
+    def value(self, critic_obs: jax.Array) -> jax.Array:
+        """State value for normalised critic observations, without the trailing unit axis."""
+        return self.critic(critic_obs)[..., 0]
+
+
+def clamp_std(params: dict, noise_std_type: str, min_std: float | None) -> dict:
+    """Apply st_rl's `clip_min_std` after an update: the std never falls below `min_std`."""
+    if min_std is None:
+        return params
+    inner = dict(params["params"])
+    if noise_std_type == "scalar":
+        inner["std"] = jnp.maximum(inner["std"], min_std)
+    else:
+        inner["log_std"] = jnp.maximum(inner["log_std"], jnp.log(min_std))
+    return {**params, "params": inner}
+
+
+def make_actor_critic(action_dim: int, cfg) -> ActorCritic:
+    """Build the module from a `PolicyConfig`."""
+    return ActorCritic(
+        action_dim=action_dim,
+        actor_hidden_dims=tuple(cfg.actor_hidden_dims),
+        critic_hidden_dims=tuple(cfg.critic_hidden_dims),
+        activation=cfg.activation,
+        init_noise_std=cfg.init_noise_std,
+        noise_std_type=cfg.noise_std_type,
+    )

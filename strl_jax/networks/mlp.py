@@ -1,0 +1,51 @@
+"""Multi-layer perceptron with activations chosen by name, as in rsl_rl configs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "elu": nn.elu,
+    "selu": nn.selu,
+    "relu": nn.relu,
+    "crelu": lambda x: jnp.concatenate([nn.relu(x), nn.relu(-x)], axis=-1),
+    "lrelu": nn.leaky_relu,
+    "leaky_relu": nn.leaky_relu,
+    "tanh": nn.tanh,
+    "sigmoid": nn.sigmoid,
+    "softplus": nn.softplus,
+    "gelu": nn.gelu,
+    "swish": nn.swish,
+    "silu": nn.silu,
+    "mish": lambda x: x * jnp.tanh(nn.softplus(x)),
+    "identity": lambda x: x,
+}
+
+
+def resolve_activation(name: str) -> Callable[[jax.Array], jax.Array]:
+    """Look an activation up by its rsl_rl name; unknown names list the valid ones."""
+    try:
+        return ACTIVATIONS[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown activation {name!r}; valid choices: {sorted(ACTIVATIONS)}") from None
+
+
+class MLP(nn.Module):
+    """Dense layers with an activation between them and a linear output layer."""
+
+    hidden_dims: Sequence[int]
+    output_dim: int
+    activation: str = "elu"
+    output_scale: float = 1.0
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        act = resolve_activation(self.activation)
+        for i, width in enumerate(self.hidden_dims):
+            x = act(nn.Dense(width, name=f"hidden_{i}")(x))
+        init = nn.initializers.variance_scaling(self.output_scale, "fan_avg", "uniform")
+        return nn.Dense(self.output_dim, kernel_init=init, name="output")(x)

@@ -1,0 +1,65 @@
+"""Empirical observation normaliser (rsl_rl's EmpiricalNormalization) as pure state + update."""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+
+@struct.dataclass
+class NormalizerState:
+    """Running mean/variance of one observation group; `count` is the number of samples seen."""
+
+    mean: jax.Array
+    var: jax.Array
+    count: jax.Array  # float32 scalar, exact for counts below 2**24 per update
+
+
+def init_normalizer(shape: tuple[int, ...] | int) -> NormalizerState:
+    """Start with mean 0, variance 1 and nothing seen, like rsl_rl."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return NormalizerState(
+        mean=jnp.zeros(shape, jnp.float32),
+        var=jnp.ones(shape, jnp.float32),
+        count=jnp.zeros((), jnp.float32),
+    )
+
+
+def update_normalizer(
+    state: NormalizerState,
+    x: jax.Array,
+    until: float | None = None,
+    axis_name: str | None = None,
+) -> NormalizerState:
+    """Fold the batch `x[..., *shape]` into the running statistics.
+
+    Stops changing once `count >= until`. With `axis_name`, the batch moments are combined
+    across devices first, so every device holds the same statistics.
+    """
+    x = x.reshape((-1,) + state.mean.shape).astype(jnp.float32)
+    n = jnp.asarray(x.shape[0], jnp.float32)
+    mean_x = jnp.mean(x, axis=0)
+    sq_x = jnp.mean(jnp.square(x - mean_x), axis=0)
+    if axis_name is not None:
+        n_total = jax.lax.psum(n, axis_name)
+        global_mean = jax.lax.psum(mean_x * n, axis_name) / n_total
+        sq_x = jax.lax.psum(n * (sq_x + jnp.square(mean_x - global_mean)), axis_name) / n_total
+        mean_x, n = global_mean, n_total
+    count = state.count + n
+    rate = n / count
+    delta = mean_x - state.mean
+    new_mean = state.mean + rate * delta
+    new_var = state.var + rate * (sq_x - state.var + delta * (mean_x - new_mean))
+    updated = NormalizerState(mean=new_mean, var=new_var, count=count)
+    if until is None:
+        return updated
+    frozen = state.count >= until
+    return jax.tree.map(lambda old, new: jnp.where(frozen, old, new), state, updated)
+
+
+def normalize(state: NormalizerState, x: jax.Array, eps: float = 1e-2) -> jax.Array:
+    """`(x - mean) / (std + eps)` with rsl_rl's eps of 1e-2."""
+    chex.assert_axis_dimension(x, -1, state.mean.shape[-1])
+    return (x - state.mean) / (jnp.sqrt(state.var) + eps)

@@ -1,0 +1,1 @@
+"""The jitted iteration, the host loop, evaluation and logging."""

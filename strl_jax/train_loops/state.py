@@ -1,0 +1,34 @@
+"""The two pytrees that hold everything a run needs to continue exactly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+from flax import struct
+
+from strl_jax.envs.brax_env import EnvState
+from strl_jax.networks.normalizer import NormalizerState
+
+
+@struct.dataclass
+class TrainState:
+    """Learner state: parameters, optimiser, normalisers, learning rate, RNG and counters."""
+
+    params: Any
+    opt_state: Any
+    normalizers: dict[str, NormalizerState]
+    learning_rate: jax.Array  # float32 scalar, changed by the adaptive schedule
+    key: jax.Array
+    iteration: jax.Array  # int32 scalar: completed iterations
+
+
+@struct.dataclass
+class RolloutState:
+    """Acting state: environments, the observation to act on, per-env episode accumulators."""
+
+    env_state: EnvState
+    obs: dict[str, jax.Array]
+    episode_return: jax.Array  # [N] undiscounted, unscaled return so far
+    episode_length: jax.Array  # [N] int32
+    episode_metrics: dict[str, jax.Array]  # [N] running sums of the env's per-step metrics
