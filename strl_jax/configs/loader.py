@@ -229,6 +229,7 @@ def validate_config(cfg: TrainConfig) -> None:
         "runner.num_steps_per_env": cfg.runner.num_steps_per_env,
         "runner.max_iterations": cfg.runner.max_iterations,
         "runner.log_interval": cfg.runner.log_interval,
+        "runner.print_interval": cfg.runner.print_interval,
         "runner.num_eval_envs": cfg.runner.num_eval_envs,
         "algorithm.num_learning_epochs": cfg.algorithm.num_learning_epochs,
         "algorithm.num_mini_batches": cfg.algorithm.num_mini_batches,

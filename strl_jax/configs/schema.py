@@ -66,7 +66,8 @@ class RunnerConfig:
     max_iterations: int = 1500
     empirical_normalization: bool = True
     normalizer_until: float | None = None
-    log_interval: int = 1
+    log_interval: int = 1  # iterations between metrics.jsonl / TensorBoard rows
+    print_interval: int = 10  # iterations between console summaries
     eval_interval: int = 10
     num_eval_envs: int = 16
     save_interval: int = 50

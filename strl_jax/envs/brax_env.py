@@ -52,6 +52,12 @@ class StepResult:
     metrics: dict[str, jax.Array]  # Brax per-step metrics (reward terms etc.), [N] each
 
 
+def strong_types(tree: Any) -> Any:
+    """Drop JAX weak types (Brax produces some) so the state's signature never changes and the
+    compiled iteration is not traced a second time."""
+    return jax.tree.map(lambda x: jnp.asarray(x, x.dtype), tree)
+
+
 def default_observation_groups(brax_state: Any) -> Observation:
     """Both groups see the environment's observation."""
     return {"policy": brax_state.obs, "critic": brax_state.obs}
@@ -80,7 +86,7 @@ class BraxVecEnv:
     def reset(self, key: jax.Array) -> tuple[EnvState, Observation]:
         """Reset all environments with independent random initial states."""
         keys = jax.random.split(key, self.num_envs * 2).reshape(2, self.num_envs, -1)
-        brax_state = jax.vmap(self.env.reset)(keys[0])
+        brax_state = strong_types(jax.vmap(self.env.reset)(keys[0]))
         state = EnvState(
             brax_state=brax_state,
             step_count=jnp.zeros((self.num_envs,), jnp.int32),
@@ -128,7 +134,7 @@ class BraxVecEnv:
             jnp.any(finished), with_resets, lambda _: (stepped, state.reset_key), None
         )
         new_state = EnvState(
-            brax_state=brax_state,
+            brax_state=strong_types(brax_state),
             step_count=jnp.where(finished, 0, step_count),
             reset_key=reset_key,
         )
