@@ -384,7 +384,7 @@ def loss_inputs(draw):
 @PROPS
 @given(loss_inputs(), clips)
 def test_surrogate_loss_matches_numpy(d, clip):
-    """Clipped surrogate mean(max(-A r, -A clip(r))) matches numpy, bounds -mean(A r) from above."""
+    """Clipped surrogate mean(max(-A r, -A clip(r))) matches numpy, is >= -mean(A r), is -mean(A) at r=1."""
     out = float(surrogate_loss(d["logp"], d["old_logp"], d["adv"], clip))
     ref = np_surrogate(d["logp"].astype(np.float64), d["old_logp"], d["adv"], clip)
     assert out == pytest.approx(ref, rel=1e-5, abs=1e-5)

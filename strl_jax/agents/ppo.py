@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -12,10 +14,11 @@ OPTIMIZERS = ("adam", "adamw", "sgd")
 
 @struct.dataclass
 class PPOBatch:
-    """What one PPO minibatch needs; leaves share a leading sample axis."""
+    """What PPO's update needs. Step fields are `[T, B, ...]`; `hidden` leaves are `[L, B, H]`."""
 
-    policy_obs: jax.Array  # normalised
-    critic_obs: jax.Array  # normalised
+    obs: dict  # normalised observation groups
+    hidden: Any  # recurrent: hidden states before step 0; {} for feed-forward policies
+    resets: jax.Array  # 1 where the previous step ended an episode (recurrent carries restart)
     actions: jax.Array
     old_log_prob: jax.Array
     old_mean: jax.Array
@@ -23,6 +26,26 @@ class PPOBatch:
     old_values: jax.Array
     advantages: jax.Array
     returns: jax.Array
+
+    STEP_FIELDS: ClassVar[tuple[str, ...]] = (
+        "obs",
+        "resets",
+        "actions",
+        "old_log_prob",
+        "old_mean",
+        "old_std",
+        "old_values",
+        "advantages",
+        "returns",
+    )
+
+    def select_columns(self, idx: jax.Array) -> PPOBatch:
+        """The minibatch of columns `idx` (samples or environments) of every field."""
+        take = lambda x: jnp.take(x, idx, axis=1)
+        return self.replace(
+            hidden=jax.tree.map(take, self.hidden),
+            **{f: jax.tree.map(take, getattr(self, f)) for f in self.STEP_FIELDS},
+        )
 
 
 def surrogate_loss(log_prob: jax.Array, old_log_prob: jax.Array, advantages: jax.Array, clip_param: float):

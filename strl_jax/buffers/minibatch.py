@@ -21,6 +21,8 @@ def shuffle_minibatches(key: jax.Array, batch, num_mini_batches: int):
         raise ValueError(f"num_mini_batches={num_mini_batches} must divide the batch size {size}")
     perm = jax.random.permutation(key, size)
     return jax.tree.map(
-        lambda x: jnp.take(x, perm, axis=0).reshape((num_mini_batches, size // num_mini_batches) + x.shape[1:]),
+        lambda x: jnp.take(x, perm, axis=0).reshape(
+            (num_mini_batches, size // num_mini_batches) + x.shape[1:]
+        ),
         batch,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 from flax import struct
 
@@ -21,3 +23,6 @@ class Transition:
     values: jax.Array  # [T, N] V(s_t)
     rewards: jax.Array  # [T, N]
     dones: jax.Array  # [T, N] float: 1 where the episode ended (terminated or truncated)
+    # Recurrent policies: hidden state before the first step ([L, N, H] leaves), from which the
+    # update re-runs the sequences; the states of later steps follow from it and `dones`.
+    initial_hidden: Any = None

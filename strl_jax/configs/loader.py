@@ -45,7 +45,9 @@ def load_yaml_file(path: str | Path) -> dict:
         raise ConfigError(f"config file {str(path)!r} does not exist")
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
-        raise ConfigError(f"config file {str(path)!r} must hold a mapping of sections, got {type(data).__name__}")
+        raise ConfigError(
+            f"config file {str(path)!r} must hold a mapping of sections, got {type(data).__name__}"
+        )
     return data
 
 
@@ -112,6 +114,11 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
             raise ConfigError(f"{where} must be an integer, got {value!r}")
         return int(value)
     if annotation is float:
+        if isinstance(value, str):  # YAML 1.1 reads "3e-4" (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{where} must be a number, got {value!r}")
         return float(value)
@@ -209,7 +216,8 @@ def validate_config(cfg: TrainConfig) -> None:
         raise ConfigError(f"unknown backend {cfg.env.backend!r}; valid backends: {available_backends()}")
     choices = {
         "algorithm.class_name": (cfg.algorithm.class_name, ["PPO"]),
-        "policy.class_name": (cfg.policy.class_name, ["ActorCritic"]),
+        "policy.class_name": (cfg.policy.class_name, ["ActorCritic", "ActorCriticRecurrent"]),
+        "policy.rnn_type": (cfg.policy.rnn_type, ["lstm", "gru"]),
         "algorithm.schedule": (cfg.algorithm.schedule, ["fixed", "adaptive"]),
         "algorithm.optimizer": (cfg.algorithm.optimizer, ["adam", "adamw", "sgd"]),
         "algorithm.timeout_bootstrap": (cfg.algorithm.timeout_bootstrap, ["final_obs", "rsl_rl"]),
@@ -221,7 +229,9 @@ def validate_config(cfg: TrainConfig) -> None:
     from strl_jax.networks.mlp import ACTIVATIONS
 
     if cfg.policy.activation.lower() not in ACTIVATIONS:
-        raise ConfigError(f"unknown policy.activation {cfg.policy.activation!r}; valid choices: {sorted(ACTIVATIONS)}")
+        raise ConfigError(
+            f"unknown policy.activation {cfg.policy.activation!r}; valid choices: {sorted(ACTIVATIONS)}"
+        )
     positive = {
         "env.num_envs": cfg.env.num_envs,
         "env.episode_length": cfg.env.episode_length,
@@ -237,6 +247,13 @@ def validate_config(cfg: TrainConfig) -> None:
     for key, value in positive.items():
         if value < 1:
             raise ConfigError(f"{key} must be at least 1, got {value}")
+    if cfg.policy.class_name == "ActorCriticRecurrent":
+        if cfg.env.num_envs % cfg.algorithm.num_mini_batches:
+            raise ConfigError(
+                f"algorithm.num_mini_batches={cfg.algorithm.num_mini_batches} must divide env.num_envs="
+                f"{cfg.env.num_envs}: recurrent minibatches are whole environments"
+            )
+        return
     batch = cfg.env.num_envs * cfg.runner.num_steps_per_env
     if batch % cfg.algorithm.num_mini_batches:
         raise ConfigError(

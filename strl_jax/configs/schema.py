@@ -19,6 +19,9 @@ class EnvConfig:
     action_repeat: int = 1
     clip_actions: float | None = 1.0  # executed actions are clipped to [-c, c]; None disables
     env_kwargs: dict = field(default_factory=dict)  # passed to the Brax env constructor
+    # group name -> indices of the Brax observation it sees; groups not named see all of it.
+    # e.g. {policy: [0, 1]} hides inverted_pendulum's velocities from the actor.
+    obs_groups: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,10 @@ class PolicyConfig:
     activation: str = "elu"
     init_noise_std: float = 1.0
     noise_std_type: str = "scalar"
+    # ActorCriticRecurrent only (st_rl names)
+    rnn_type: str = "lstm"
+    rnn_hidden_size: int = 256
+    rnn_num_layers: int = 1
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ episode is kept as `final_obs` so that the learner can bootstrap from its value.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -58,9 +59,40 @@ def strong_types(tree: Any) -> Any:
     return jax.tree.map(lambda x: jnp.asarray(x, x.dtype), tree)
 
 
-def default_observation_groups(brax_state: Any) -> Observation:
-    """Both groups see the environment's observation."""
-    return {"policy": brax_state.obs, "critic": brax_state.obs}
+@dataclasses.dataclass(frozen=True)
+class ObservationGroups:
+    """Named views of the Brax observation: `(name, indices or None for all)` per group.
+
+    `policy` and `critic` always exist; by default both see the whole observation.
+    """
+
+    groups: tuple[tuple[str, tuple[int, ...] | None], ...] = (("policy", None), ("critic", None))
+
+    def __call__(self, brax_state: Any) -> Observation:
+        obs = brax_state.obs
+        return {name: obs if idx is None else obs[..., jnp.asarray(idx)] for name, idx in self.groups}
+
+
+def make_observation_groups(spec: dict, observation_size: int) -> ObservationGroups:
+    """Validate `env.obs_groups` ({group: [indices]}) against the env's observation size."""
+    from strl_jax.configs.loader import ConfigError
+
+    groups: dict[str, tuple[int, ...] | None] = {"policy": None, "critic": None}
+    for name, idx in spec.items():
+        if idx is None:
+            groups[name] = None
+            continue
+        if not isinstance(idx, list | tuple) or not idx or not all(isinstance(i, int) for i in idx):
+            raise ConfigError(
+                f"env.obs_groups.{name} must be a non-empty list of integer indices, got {idx!r}"
+            )
+        bad = [i for i in idx if not -observation_size <= i < observation_size]
+        if bad:
+            raise ConfigError(
+                f"env.obs_groups.{name} has indices {bad} outside the observation of size {observation_size}"
+            )
+        groups[name] = tuple(idx)
+    return ObservationGroups(tuple(groups.items()))
 
 
 @struct.dataclass
@@ -72,7 +104,7 @@ class BraxVecEnv:
     episode_length: int = struct.field(pytree_node=False)
     action_repeat: int = struct.field(pytree_node=False, default=1)
     clip_actions: float | None = struct.field(pytree_node=False, default=1.0)
-    observe: Callable[[Any], Observation] = struct.field(pytree_node=False, default=default_observation_groups)
+    observe: Callable[[Any], Observation] = struct.field(pytree_node=False, default=ObservationGroups())
 
     @property
     def action_size(self) -> int:
@@ -80,8 +112,8 @@ class BraxVecEnv:
 
     def observation_shapes(self) -> dict[str, tuple[int, ...]]:
         """Shape of one environment's observation in each group."""
-        state = jax.eval_shape(self.env.reset, jax.random.PRNGKey(0))
-        return {k: tuple(v.shape) for k, v in self.observe(state).items()}
+        obs = jax.eval_shape(lambda key: self.observe(self.env.reset(key)), jax.random.PRNGKey(0))
+        return {k: tuple(v.shape) for k, v in obs.items()}
 
     def reset(self, key: jax.Array) -> tuple[EnvState, Observation]:
         """Reset all environments with independent random initial states."""
@@ -157,6 +189,7 @@ def make_brax_env(
     action_repeat: int = 1,
     clip_actions: float | None = 1.0,
     env_kwargs: dict | None = None,
+    obs_groups: dict | None = None,
 ) -> BraxVecEnv:
     """Create a batched Brax env by name, with clear errors for unknown names or kwargs."""
     from strl_jax.configs.loader import ConfigError
@@ -175,6 +208,7 @@ def make_brax_env(
         episode_length=episode_length,
         action_repeat=action_repeat,
         clip_actions=clip_actions,
+        observe=make_observation_groups(obs_groups or {}, int(env.observation_size)),
     )
 
 
@@ -188,4 +222,5 @@ def make_env_from_config(env_cfg, num_envs: int | None = None) -> BraxVecEnv:
         action_repeat=env_cfg.action_repeat,
         clip_actions=env_cfg.clip_actions,
         env_kwargs=env_cfg.env_kwargs,
+        obs_groups=env_cfg.obs_groups,
     )

@@ -40,7 +40,9 @@ class ActorCritic(nn.Module):
             (self.action_dim,),
         )
 
-    def __call__(self, policy_obs: jax.Array, critic_obs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def __call__(
+        self, policy_obs: jax.Array, critic_obs: jax.Array
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
         """Used for initialisation: touches every parameter."""
         mean, std = self.distribution(policy_obs)
         return mean, std, self.value(critic_obs)

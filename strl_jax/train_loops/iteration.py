@@ -21,13 +21,13 @@ from strl_jax.agents.ppo import (
     weighted_total,
 )
 from strl_jax.buffers.gae import bootstrap_timeouts, compute_gae, normalize_advantages
-from strl_jax.buffers.minibatch import flatten_time_env, shuffle_minibatches
 from strl_jax.buffers.transitions import Transition
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.brax_env import BraxVecEnv
-from strl_jax.networks.actor_critic import ActorCritic, clamp_std, make_actor_critic
+from strl_jax.networks.actor_critic import clamp_std
 from strl_jax.networks.gaussian import gaussian_entropy, gaussian_kl, gaussian_log_prob, gaussian_sample
 from strl_jax.networks.normalizer import init_normalizer, normalize, update_normalizer
+from strl_jax.networks.policy import PolicyModel, make_policy_model, reset_hidden_groups
 from strl_jax.train_loops.state import RolloutState, TrainState
 
 
@@ -43,7 +43,7 @@ class PPOLearner:
     """Static description of a PPO run: the env, the network and the config. Not a pytree of arrays."""
 
     env: BraxVecEnv = struct.field(pytree_node=False)
-    model: ActorCritic = struct.field(pytree_node=False)
+    model: PolicyModel = struct.field(pytree_node=False)
     cfg: TrainConfig = struct.field(pytree_node=False)
     optimizer: optax.GradientTransformation = struct.field(pytree_node=False)
 
@@ -56,10 +56,11 @@ class PPOLearner:
         """Fresh parameters, optimiser, normalisers and environments for `key`."""
         key, init_key, env_key = jax.random.split(key, 3)
         shapes = self.env.observation_shapes()
-        dummy = {k: jnp.zeros((1,) + s) for k, s in shapes.items()}
-        params = self.model.init(init_key, dummy["policy"], dummy["critic"])
+        params = self.model.init(init_key, shapes)
         env_state, obs = self.env.reset(env_key)
-        metric_names = jax.eval_shape(self.env.step, env_state, jnp.zeros((self.env.num_envs, self.env.action_size)))
+        metric_names = jax.eval_shape(
+            self.env.step, env_state, jnp.zeros((self.env.num_envs, self.env.action_size))
+        )
         zeros = jnp.zeros((self.env.num_envs,), jnp.float32)
         train_state = TrainState(
             params=params,
@@ -75,18 +76,21 @@ class PPOLearner:
             episode_return=zeros,
             episode_length=jnp.zeros((self.env.num_envs,), jnp.int32),
             episode_metrics={k: zeros for k in metric_names[1].metrics},
+            hidden=self.model.initial_hidden(self.env.num_envs),
         )
         # Donated buffers must be distinct: groups that share an array get their own copy.
         return jax.tree.map(jnp.copy, (train_state, rollout_state))
 
     # ---- acting ------------------------------------------------------------------------
-    def policy_distribution(self, params, normalizers, obs):
+    def policy_distribution(self, params, normalizers, obs, hidden):
+        """`(mean, std, hidden')` for raw observations."""
         nobs = normalize_groups(normalizers, obs, self.normalize_obs)
-        return self.model.apply(params, nobs["policy"], method=ActorCritic.distribution)
+        return self.model.distribution(params, nobs, hidden)
 
-    def critic_value(self, params, normalizers, obs):
+    def critic_value(self, params, normalizers, obs, hidden):
+        """Value of raw observations, without advancing the hidden state."""
         nobs = normalize_groups(normalizers, obs, self.normalize_obs)
-        return self.model.apply(params, nobs["critic"], method=ActorCritic.value)
+        return self.model.value(params, nobs, hidden)
 
     def rollout(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
         """`num_steps_per_env` vmapped env steps with the current policy, as a `lax.scan`."""
@@ -95,12 +99,13 @@ class PPOLearner:
 
         def step(carry, step_key):
             rs, stats = carry
-            mean, std = self.policy_distribution(params, normalizers, rs.obs)
-            values = self.critic_value(params, normalizers, rs.obs)
+            nobs = normalize_groups(normalizers, rs.obs, self.normalize_obs)
+            mean, std, values, hidden = self.model.step(params, nobs, rs.hidden)
             actions = gaussian_sample(step_key, mean, std)
             env_state, res = self.env.step(rs.env_state, actions)
             if cfg.algorithm.timeout_bootstrap == "final_obs":
-                bootstrap_values = self.critic_value(params, normalizers, res.final_obs)
+                # The critic's memory has seen obs_t; the final observation is its next input.
+                bootstrap_values = self.critic_value(params, normalizers, res.final_obs, hidden)
             else:
                 bootstrap_values = values
             rewards = bootstrap_timeouts(
@@ -136,6 +141,7 @@ class PPOLearner:
                 episode_return=jnp.where(done, 0.0, ep_return),
                 episode_length=jnp.where(done, 0, ep_length),
                 episode_metrics={k: jnp.where(done, 0.0, v) for k, v in ep_metrics.items()},
+                hidden=reset_hidden_groups(hidden, done),
             )
             return (rs, stats), transition
 
@@ -148,15 +154,15 @@ class PPOLearner:
             "metrics": {k: zero for k in rollout_state.episode_metrics},
         }
         keys = jax.random.split(key, cfg.runner.num_steps_per_env)
+        initial_hidden = rollout_state.hidden
         (rollout_state, stats), transitions = jax.lax.scan(step, (rollout_state, stats0), keys)
-        return rollout_state, transitions, stats
+        return rollout_state, transitions.replace(initial_hidden=initial_hidden), stats
 
     # ---- learning ----------------------------------------------------------------------
     def loss(self, params, batch: PPOBatch):
-        """Weighted PPO loss and its terms for one minibatch."""
+        """Weighted PPO loss and its terms for one minibatch of `[T, B]` steps."""
         alg = self.cfg.algorithm
-        mean, std = self.model.apply(params, batch.policy_obs, method=ActorCritic.distribution)
-        values = self.model.apply(params, batch.critic_obs, method=ActorCritic.value)
+        mean, std, values = self.model.sequence(params, batch.obs, batch.hidden, batch.resets)
         advantages = batch.advantages
         if alg.normalize_advantage_per_mini_batch:
             advantages = normalize_advantages(advantages)
@@ -165,7 +171,9 @@ class PPOLearner:
             "surrogate_loss": surrogate_loss(
                 gaussian_log_prob(batch.actions, mean, std), batch.old_log_prob, advantages, alg.clip_param
             ),
-            "value_loss": value_loss(values, batch.old_values, batch.returns, alg.clip_param, alg.use_clipped_value_loss),
+            "value_loss": value_loss(
+                values, batch.old_values, batch.returns, alg.clip_param, alg.use_clipped_value_loss
+            ),
             "entropy": -jnp.mean(entropy),
         }
         coefs = {
@@ -185,7 +193,7 @@ class PPOLearner:
             lr = adaptive_learning_rate(lr, kl_mean, alg.desired_kl)
         direction, opt_state = self.optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, jax.tree.map(lambda u: -lr * u, direction))
-        params = clamp_std(params, self.cfg.policy.noise_std_type, alg.clip_min_std)
+        params = clamp_std(params, self.model.noise_std_type, alg.clip_min_std)
         metrics = {
             "surrogate": losses["surrogate_loss"],
             "value_function": losses["value_loss"],
@@ -194,32 +202,52 @@ class PPOLearner:
         }
         return (params, opt_state, lr), metrics
 
-    def update(self, train_state: TrainState, transitions: Transition, last_values: jax.Array, key: jax.Array):
-        """GAE, then `num_learning_epochs` x `num_mini_batches` steps, as nested `lax.scan`s."""
+    def make_batch(
+        self, train_state: TrainState, transitions: Transition, last_values: jax.Array
+    ) -> PPOBatch:
+        """Returns, advantages and normalised observations as one `[T, N]` batch.
+
+        Feed-forward batches are flattened to `[1, T * N]`, so every sample can land in any
+        minibatch; recurrent ones keep `[T, N]` and are split by environment.
+        """
         alg = self.cfg.algorithm
         advantages, returns = compute_gae(
             transitions.rewards, transitions.values, transitions.dones, last_values, alg.gamma, alg.lam
         )
         if not alg.normalize_advantage_per_mini_batch:
             advantages = normalize_advantages(advantages)
-        nobs = normalize_groups(train_state.normalizers, transitions.obs, self.normalize_obs)
-        batch = flatten_time_env(
-            PPOBatch(
-                policy_obs=nobs["policy"],
-                critic_obs=nobs["critic"],
-                actions=transitions.actions,
-                old_log_prob=transitions.log_prob,
-                old_mean=transitions.mean,
-                old_std=transitions.std,
-                old_values=transitions.values,
-                advantages=advantages,
-                returns=returns,
-            )
+        resets = jnp.concatenate([jnp.zeros_like(transitions.dones[:1]), transitions.dones[:-1]], axis=0)
+        batch = PPOBatch(
+            obs=normalize_groups(train_state.normalizers, transitions.obs, self.normalize_obs),
+            hidden=transitions.initial_hidden if self.model.recurrent else {},
+            resets=resets,
+            actions=transitions.actions,
+            old_log_prob=transitions.log_prob,
+            old_mean=transitions.mean,
+            old_std=transitions.std,
+            old_values=transitions.values,
+            advantages=advantages,
+            returns=returns,
         )
+        if self.model.recurrent:
+            return batch
+        flat = lambda x: x.reshape((1, -1) + x.shape[2:])
+        return batch.replace(**{f: jax.tree.map(flat, getattr(batch, f)) for f in PPOBatch.STEP_FIELDS})
+
+    def update(
+        self, train_state: TrainState, transitions: Transition, last_values: jax.Array, key: jax.Array
+    ):
+        """GAE, then `num_learning_epochs` x `num_mini_batches` steps, as nested `lax.scan`s."""
+        alg = self.cfg.algorithm
+        batch = self.make_batch(train_state, transitions, last_values)
+        num_columns = batch.advantages.shape[1]  # samples (feed-forward) or environments (recurrent)
 
         def epoch(carry, epoch_key):
-            minibatches = shuffle_minibatches(epoch_key, batch, alg.num_mini_batches)
-            return jax.lax.scan(self.minibatch_step, carry, minibatches)
+            # A fresh order each epoch; each minibatch is gathered inside the scan, not materialised.
+            order = jax.random.permutation(epoch_key, num_columns).reshape(alg.num_mini_batches, -1)
+            return jax.lax.scan(
+                lambda c, idx: self.minibatch_step(c, batch.select_columns(idx)), carry, order
+            )
 
         carry = (train_state.params, train_state.opt_state, train_state.learning_rate)
         keys = jax.random.split(key, alg.num_learning_epochs)
@@ -232,13 +260,17 @@ class PPOLearner:
         key, rollout_key, update_key = jax.random.split(train_state.key, 3)
         rollout_state, transitions, stats = self.rollout(train_state, rollout_state, rollout_key)
         chex.assert_shape(transitions.rewards, (self.cfg.runner.num_steps_per_env, self.env.num_envs))
-        last_values = self.critic_value(train_state.params, train_state.normalizers, rollout_state.obs)
+        last_values = self.critic_value(
+            train_state.params, train_state.normalizers, rollout_state.obs, rollout_state.hidden
+        )
         params, opt_state, lr, metrics = self.update(train_state, transitions, last_values, update_key)
         normalizers = train_state.normalizers
         if self.normalize_obs:
             # After the update, so the first ratio of the next update is exactly 1 (rsl_rl #225).
             until = self.cfg.runner.normalizer_until
-            normalizers = {k: update_normalizer(normalizers[k], transitions.obs[k], until) for k in normalizers}
+            normalizers = {
+                k: update_normalizer(normalizers[k], transitions.obs[k], until) for k in normalizers
+            }
         new_train_state = TrainState(
             params=params,
             opt_state=opt_state,
@@ -247,8 +279,7 @@ class PPOLearner:
             key=key,
             iteration=train_state.iteration + 1,
         )
-        mean, std = self.policy_distribution(params, normalizers, {k: v[:1] for k, v in rollout_state.obs.items()})
-        metrics = {**metrics, **stats, "learning_rate": lr, "mean_noise_std": jnp.mean(std)}
+        metrics = {**metrics, **stats, "learning_rate": lr, "mean_noise_std": jnp.mean(transitions.std[-1])}
         return new_train_state, rollout_state, metrics
 
     # ---- evaluation --------------------------------------------------------------------
@@ -258,16 +289,18 @@ class PPOLearner:
         n = eval_env.num_envs
 
         def step(carry, _):
-            env_state, obs, alive, ret, length = carry
-            mean, _ = self.policy_distribution(params, normalizers, obs)
+            env_state, obs, hidden, alive, ret, length = carry
+            mean, _, hidden = self.policy_distribution(params, normalizers, obs, hidden)
             env_state, res = eval_env.step(env_state, mean)
+            done = res.terminated | res.truncated
             ret = ret + res.reward * alive
             length = length + alive
-            alive = alive * (1.0 - (res.terminated | res.truncated).astype(jnp.float32))
-            return (env_state, res.obs, alive, ret, length), None
+            alive = alive * (1.0 - done.astype(jnp.float32))
+            return (env_state, res.obs, reset_hidden_groups(hidden, done), alive, ret, length), None
 
-        init = (env_state, obs, jnp.ones((n,)), jnp.zeros((n,)), jnp.zeros((n,)))
-        (_, _, _, ret, length), _ = jax.lax.scan(step, init, None, length=eval_env.episode_length)
+        hidden = self.model.initial_hidden(n)
+        init = (env_state, obs, hidden, jnp.ones((n,)), jnp.zeros((n,)), jnp.zeros((n,)))
+        (*_, ret, length), _ = jax.lax.scan(step, init, None, length=eval_env.episode_length)
         return {"episode_reward": jnp.mean(ret), "episode_length": jnp.mean(length)}
 
 
@@ -275,13 +308,15 @@ def make_ppo_learner(env: BraxVecEnv, cfg: TrainConfig) -> PPOLearner:
     """Assemble the learner for an env and a validated config."""
     return PPOLearner(
         env=env,
-        model=make_actor_critic(env.action_size, cfg.policy),
+        model=make_policy_model(env.action_size, cfg.policy),
         cfg=cfg,
         optimizer=make_optimizer(cfg.algorithm.optimizer, cfg.algorithm.max_grad_norm),
     )
 
 
-def jit_iteration(learner: PPOLearner) -> Callable[[TrainState, RolloutState], tuple[TrainState, RolloutState, Any]]:
+def jit_iteration(
+    learner: PPOLearner,
+) -> Callable[[TrainState, RolloutState], tuple[TrainState, RolloutState, Any]]:
     """The compiled iteration; both states are donated so their buffers are reused in place."""
     return jax.jit(learner.iteration, donate_argnums=(0, 1))
 

@@ -32,3 +32,4 @@ class RolloutState:
     episode_return: jax.Array  # [N] undiscounted, unscaled return so far
     episode_length: jax.Array  # [N] int32
     episode_metrics: dict[str, jax.Array]  # [N] running sums of the env's per-step metrics
+    hidden: dict[str, Any]  # recurrent policies: {"actor": h, "critic": h}; {} otherwise

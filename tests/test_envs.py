@@ -1,0 +1,104 @@
+"""The Brax adapter: fresh-random auto-reset, terminated vs truncated, final observations."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from strl_jax.configs import ConfigError
+from strl_jax.envs import make_brax_env
+
+N = 6
+EPISODE_LENGTH = 4
+
+
+@pytest.fixture(scope="module")
+def env():
+    return make_brax_env("inverted_pendulum", "positional", N, EPISODE_LENGTH)
+
+
+@pytest.fixture(scope="module")
+def compiled(env):
+    return jax.jit(env.reset), jax.jit(env.step)
+
+
+def test_observation_groups_and_sizes(env, compiled):
+    reset, _ = compiled
+    state, obs = reset(jax.random.PRNGKey(0))
+    assert set(obs) == {"policy", "critic"}
+    assert env.observation_shapes() == {"policy": (4,), "critic": (4,)}
+    assert obs["policy"].shape == (N, 4)
+    np.testing.assert_array_equal(obs["policy"], obs["critic"])
+    # Independent keys give independent initial states.
+    assert len({tuple(np.round(np.asarray(o), 6)) for o in obs["policy"]}) == N
+
+
+def test_time_limit_is_truncation_and_reset_is_fresh(env, compiled):
+    reset, step = compiled
+    state, obs = reset(jax.random.PRNGKey(1))
+    zero = jnp.zeros((N, 1))
+    initial = np.asarray(obs["policy"])
+    for t in range(1, EPISODE_LENGTH + 1):
+        pre_state = state
+        state, res = step(state, zero)
+        assert not np.any(np.asarray(res.terminated) & np.asarray(res.truncated))
+        if t < EPISODE_LENGTH:
+            assert not np.any(res.truncated)
+            np.testing.assert_array_equal(state.step_count, t)
+    # A pendulum left alone for 4 steps does not fall: every env timed out.
+    assert np.all(res.truncated) and not np.any(res.terminated)
+    np.testing.assert_array_equal(state.step_count, 0)
+    # final_obs is where the step went, before the reset: equal to stepping Brax directly.
+    direct = jax.vmap(env.env.step)(pre_state.brax_state, zero)
+    np.testing.assert_allclose(res.final_obs["critic"], direct.obs, atol=1e-6)
+    # The next observation comes from new random initial states, not the first episode's.
+    assert not np.allclose(res.obs["policy"], res.final_obs["policy"])
+    assert not np.allclose(res.obs["policy"], initial)
+
+
+def test_termination_is_not_truncation(env, compiled):
+    reset, step = compiled
+    state, _ = reset(jax.random.PRNGKey(2))
+    push = jnp.ones((N, 1)) * 3.0  # clipped to 1.0, still topples the pole quickly
+    terminated_any = False
+    for _ in range(3 * EPISODE_LENGTH):
+        state, res = step(state, push)
+        terminated_any |= bool(np.any(res.terminated))
+        assert not np.any(np.asarray(res.terminated) & np.asarray(res.truncated))
+    env_long = make_brax_env("inverted_pendulum", "positional", N, 1000)
+    state, _ = jax.jit(env_long.reset)(jax.random.PRNGKey(3))
+    step_long = jax.jit(env_long.step)
+    for _ in range(40):
+        state, res = step_long(state, push)
+        terminated_any |= bool(np.any(res.terminated))
+        assert not np.any(res.truncated)
+    assert terminated_any
+
+
+def test_action_repeat_sums_rewards():
+    env2 = make_brax_env("inverted_pendulum", "positional", 2, 100, action_repeat=2)
+    state, _ = env2.reset(jax.random.PRNGKey(4))
+    action = jnp.full((2, 1), 0.3)
+    _, res = jax.jit(env2.step)(state, action)
+    s1 = jax.vmap(env2.env.step)(state.brax_state, action)
+    s2 = jax.vmap(env2.env.step)(s1, action)
+    np.testing.assert_allclose(res.reward, s1.reward + s2.reward, atol=1e-6)
+    np.testing.assert_allclose(res.final_obs["policy"], s2.obs, atol=1e-5)
+
+
+def test_wrong_action_shape_is_rejected(env, compiled):
+    _, step = compiled
+    state, _ = compiled[0](jax.random.PRNGKey(0))
+    with pytest.raises(AssertionError):
+        step(state, jnp.zeros((N + 1, 1)))
+
+
+def test_unknown_task_and_kwargs_are_clear():
+    with pytest.raises(ConfigError, match="valid tasks"):
+        make_brax_env("cartpole", "positional", 2, 10)
+    with pytest.raises(ConfigError, match="valid backends"):
+        make_brax_env("ant", "bullet", 2, 10)
+    with pytest.raises(ConfigError, match="do not fit brax task"):
+        make_brax_env("inverted_pendulum", "positional", 2, 10, env_kwargs={"wings": 2})
