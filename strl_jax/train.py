@@ -1,4 +1,4 @@
-"""`python -m strl_jax.train`: train PPO on a Brax task.
+"""`python -m strl_jax.train`: train PPO on a Brax task, or continue a run.
 
 Flags follow legged_gym / IsaacLab scripts; any config field can be set with `key.sub=value`.
 """
@@ -6,9 +6,13 @@ Flags follow legged_gym / IsaacLab scripts; any config field can be set with `ke
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+from pathlib import Path
 
 from strl_jax.configs.loader import ConfigError, resolve_config
+
+DEFAULT_TASK = "inverted_pendulum"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train PPO on a Brax environment. Extra arguments are dotted config overrides, "
         "e.g. algorithm.learning_rate=3e-4 policy.actor_hidden_dims=[128,128].",
     )
-    parser.add_argument("--task", default="inverted_pendulum", help="Brax task (preset if one exists)")
+    parser.add_argument("--task", help=f"Brax task (preset if one exists; default {DEFAULT_TASK})")
     parser.add_argument("--num_envs", type=int, help="number of parallel environments (env.num_envs)")
     parser.add_argument("--seed", type=int, help="random seed")
     parser.add_argument("--max_iterations", type=int, help="training iterations (runner.max_iterations)")
@@ -25,6 +29,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", action="append", default=[], metavar="FILE.yaml",
                         help="YAML config merged over the preset (may be repeated)")
     parser.add_argument("--quiet", action="store_true", help="no console summaries or progress bar")
+    parser.add_argument("--resume", metavar="LOG_DIR",
+                        help="continue the run in LOG_DIR from its newest checkpoint, with its config.yaml "
+                        "(overrides such as runner.max_iterations=N still apply)")
+    parser.add_argument("--checkpoint", type=int, metavar="N",
+                        help="with --resume: continue from checkpoint N")
+    parser.add_argument("--load", metavar="PATH",
+                        help="warm start: params and normalisers from a run folder or checkpoint folder; "
+                        "fresh optimiser and counters")
     parser.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
     return parser
 
@@ -40,16 +52,54 @@ def overrides_from_flags(args: argparse.Namespace) -> list[str]:
     return [f"{k}={v}" for k, v in flags.items() if v is not None]
 
 
+def resolve_run_config(args: argparse.Namespace):
+    """The config of a new run, or of the run being resumed (its config.yaml plus overrides)."""
+    overrides = list(args.overrides) + overrides_from_flags(args)
+    if args.resume is None:
+        if args.checkpoint is not None:
+            raise ConfigError("--checkpoint selects the checkpoint to continue from; use it with --resume")
+        return resolve_config(args.task or DEFAULT_TASK, args.config, overrides)
+    clashes = [flag for flag, value in (("--task", args.task), ("--config", args.config),
+                                        ("--log_dir", args.log_dir), ("--load", args.load)) if value]
+    if clashes:
+        raise ConfigError(f"--resume takes the run's own config.yaml and folder; drop {', '.join(clashes)}")
+    run = Path(args.resume)
+    if not run.is_dir():
+        raise ConfigError(f"run folder {str(run)!r} does not exist")
+    if not (run / "config.yaml").is_file():
+        raise ConfigError(f"{str(run)!r} has no config.yaml; is it a strl_jax run folder?")
+    return resolve_config(None, [str(run / "config.yaml")], overrides)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_intermixed_args(argv)
     try:
-        cfg = resolve_config(args.task, args.config, list(args.overrides) + overrides_from_flags(args))
+        cfg = resolve_run_config(args)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    from strl_jax.train_loops.checkpoint import CheckpointError
     from strl_jax.train_loops.runner import train
 
-    result = train(cfg, verbose=not args.quiet)
+    try:
+        result = train(
+            cfg,
+            log_dir=args.resume,
+            verbose=not args.quiet,
+            resume=args.resume is not None,
+            checkpoint=args.checkpoint,
+            load=args.load,
+        )
+    except (CheckpointError, ConfigError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if result.interrupted:
+        print(
+            f"stopped by {result.interrupted} after checkpoint {result.checkpoint}; continue with "
+            f"python -m strl_jax.train --resume {result.log_dir}",
+            file=sys.stderr,
+        )
+        return 128 + int(getattr(signal, result.interrupted))
     print(f"outputs written to {result.log_dir}")
     return 0
 

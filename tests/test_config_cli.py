@@ -25,7 +25,7 @@ def test_every_required_preset_exists_and_validates():
     assert REQUIRED_PRESETS <= set(available_presets())
     for name in available_presets():
         cfg = resolve_config(name)
-        assert cfg.env.task == name
+        assert name.startswith(cfg.env.task)
 
 
 def test_overrides_are_typed_and_nested():
@@ -108,3 +108,9 @@ def test_cli_subprocess_exit_code_for_unknown_key():
     assert proc.returncode == 2
     assert "unknown config key runner.'max_iteration'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_cli_overrides_may_follow_flags(capsys):
+    """`--num_envs 8 key=value` must reach the override parser (argparse intermixing)."""
+    assert main(["--num_envs", "8", "algorithm.gamma=high"]) == 2
+    assert "algorithm.gamma must be a number" in capsys.readouterr().err

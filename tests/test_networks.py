@@ -13,8 +13,13 @@ from strl_jax.networks import MLP, ActorCritic, resolve_activation
 
 @pytest.mark.parametrize("noise_std_type", ["scalar", "log"])
 def test_actor_critic_shapes_and_initial_std(noise_std_type):
-    model = ActorCritic(action_dim=3, actor_hidden_dims=(8, 8), critic_hidden_dims=(4,),
-                        init_noise_std=0.7, noise_std_type=noise_std_type)
+    model = ActorCritic(
+        action_dim=3,
+        actor_hidden_dims=(8, 8),
+        critic_hidden_dims=(4,),
+        init_noise_std=0.7,
+        noise_std_type=noise_std_type,
+    )
     params = model.init(jax.random.PRNGKey(0), jnp.zeros((1, 5)), jnp.zeros((1, 6)))
     mean, std = model.apply(params, jnp.ones((10, 5)), method=ActorCritic.distribution)
     value = model.apply(params, jnp.ones((10, 6)), method=ActorCritic.value)

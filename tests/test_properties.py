@@ -26,7 +26,7 @@ from strl_jax.agents.ppo import (
     weighted_total,
 )
 from strl_jax.buffers.gae import bootstrap_timeouts, compute_gae, normalize_advantages
-from strl_jax.buffers.minibatch import flatten_time_env, shuffle_minibatches
+from strl_jax.buffers.minibatch import merge_time_env, minibatch_indices, select_columns
 from strl_jax.networks.gaussian import gaussian_entropy, gaussian_kl, gaussian_log_prob, gaussian_sample
 from strl_jax.networks.normalizer import init_normalizer, normalize, update_normalizer
 
@@ -483,41 +483,41 @@ def test_make_optimizer_direction_excludes_lr_and_clips():
 
 @FEW
 @given(seeds, st.sampled_from([(4, 2), (3, 4), (8, 3)]), st.sampled_from([1, 2, 3, 4]))
-def test_shuffle_minibatches_is_a_permutation(seed, time_env, num_mini_batches):
-    """Each epoch's minibatches partition the batch exactly (a permutation), applied identically to
-    every leaf; a number of minibatches that does not divide the batch raises ValueError."""
+def test_minibatch_columns_partition_the_batch(seed, time_env, num_mini_batches):
+    """Each epoch's minibatches partition the merged batch exactly (a permutation), applied
+    identically to every leaf; a number of minibatches that does not divide it raises ValueError."""
     steps, envs = time_env
     size = steps * envs
     ids = np.arange(size, dtype=np.float32).reshape(steps, envs)
-    batch = flatten_time_env(
+    batch = merge_time_env(
         {"id": jnp.asarray(ids), "obs": jnp.asarray(ids[..., None] * np.array([1.0, -2.0]))}
     )
-    chex.assert_shape([batch["id"], batch["obs"]], [(size,), (size, 2)])
-    np.testing.assert_array_equal(batch["id"], np.arange(size))
+    chex.assert_shape([batch["id"], batch["obs"]], [(1, size), (1, size, 2)])
+    np.testing.assert_array_equal(batch["id"][0], np.arange(size))
     if size % num_mini_batches:
         with pytest.raises(ValueError):
-            shuffle_minibatches(jax.random.PRNGKey(seed), batch, num_mini_batches)
+            minibatch_indices(jax.random.PRNGKey(seed), size, num_mini_batches)
         return
-    mb = shuffle_minibatches(jax.random.PRNGKey(seed), batch, num_mini_batches)
-    chex.assert_shape(mb["id"], (num_mini_batches, size // num_mini_batches))
-    chex.assert_shape(mb["obs"], (num_mini_batches, size // num_mini_batches, 2))
-    np.testing.assert_array_equal(np.sort(np.asarray(mb["id"]).ravel()), np.arange(size))
-    np.testing.assert_array_equal(mb["obs"], np.asarray(mb["id"])[..., None] * np.array([1.0, -2.0]))
+    order = minibatch_indices(jax.random.PRNGKey(seed), size, num_mini_batches)
+    chex.assert_shape(order, (num_mini_batches, size // num_mini_batches))
+    mbs = [select_columns(batch, idx) for idx in order]
+    ids_seen = np.concatenate([np.asarray(mb["id"]).ravel() for mb in mbs])
+    np.testing.assert_array_equal(np.sort(ids_seen), np.arange(size))
+    for mb in mbs:
+        np.testing.assert_array_equal(mb["obs"], np.asarray(mb["id"])[..., None] * np.array([1.0, -2.0]))
 
 
-def test_shuffle_minibatches_new_key_new_order():
+def test_minibatch_indices_new_key_new_order():
     """Different epoch keys give different orders; the same key gives the same order."""
-    batch = {"id": jnp.arange(64)}
-    a = shuffle_minibatches(jax.random.PRNGKey(0), batch, 4)["id"]
-    b = shuffle_minibatches(jax.random.PRNGKey(1), batch, 4)["id"]
-    c = shuffle_minibatches(jax.random.PRNGKey(0), batch, 4)["id"]
+    a = minibatch_indices(jax.random.PRNGKey(0), 64, 4)
+    b = minibatch_indices(jax.random.PRNGKey(1), 64, 4)
+    c = minibatch_indices(jax.random.PRNGKey(0), 64, 4)
     assert not np.array_equal(a, b)
     np.testing.assert_array_equal(a, c)
 
 
-def test_flatten_time_env_row_order():
-    """flatten_time_env maps [t, n] to row t*N + n for every leaf."""
-    x = np.arange(2 * 3 * 2).reshape(2, 3, 2)
-    out = flatten_time_env({"x": jnp.asarray(x)})["x"]
-    np.testing.assert_array_equal(out, x.reshape(6, 2))
-    np.testing.assert_array_equal(out[1 * 3 + 2], x[1, 2])
+def test_select_columns_keeps_whole_environments():
+    """Recurrent minibatches: selecting env columns keeps every time step of those envs."""
+    x = np.arange(3 * 4 * 2).reshape(3, 4, 2)
+    out = select_columns({"x": jnp.asarray(x)}, jnp.array([2, 0]))["x"]
+    np.testing.assert_array_equal(out, x[:, [2, 0]])

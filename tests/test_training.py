@@ -58,8 +58,17 @@ def test_run_outputs(tiny_runs):
     assert saved["env"]["num_envs"] == 16 and saved["algorithm"]["class_name"] == "PPO"
     rows = [json.loads(line) for line in (first.log_dir / "metrics.jsonl").read_text().splitlines()]
     required = {
-        "iteration", "env_steps", "wall_time", "fps", "mean_reward", "mean_episode_length", "surrogate",
-        "value_function", "entropy", "learning_rate", "mean_noise_std",
+        "iteration",
+        "env_steps",
+        "wall_time",
+        "fps",
+        "mean_reward",
+        "mean_episode_length",
+        "surrogate",
+        "value_function",
+        "entropy",
+        "learning_rate",
+        "mean_noise_std",
     }
     for row in rows:
         assert required <= set(row)
@@ -71,8 +80,15 @@ def test_run_outputs(tiny_runs):
     events = EventAccumulator(str(first.log_dir))
     events.Reload()
     tags = set(events.Tags()["scalars"])
-    assert {"Loss/surrogate", "Loss/value_function", "Loss/entropy", "Loss/learning_rate",
-            "Policy/mean_noise_std", "Perf/total_fps", "Eval/episode_reward"} <= tags
+    assert {
+        "Loss/surrogate",
+        "Loss/value_function",
+        "Loss/entropy",
+        "Loss/learning_rate",
+        "Policy/mean_noise_std",
+        "Perf/total_fps",
+        "Eval/episode_reward",
+    } <= tags
 
 
 def test_first_update_starts_at_ratio_one():
@@ -87,14 +103,18 @@ def test_first_update_starts_at_ratio_one():
 
     nobs = normalize_groups(ts.normalizers, transitions.obs, True)
     mean, std, _ = learner.model.distribution(ts.params, nobs, {})
-    np.testing.assert_allclose(gaussian_log_prob(transitions.actions, mean, std), transitions.log_prob, atol=1e-5)
+    np.testing.assert_allclose(
+        gaussian_log_prob(transitions.actions, mean, std), transitions.log_prob, atol=1e-5
+    )
 
 
 def test_clip_min_std_clamps_both_parameterisations():
     params = {"params": {"std": jnp.array([0.01, 0.5])}}
     np.testing.assert_allclose(clamp_std(params, "scalar", 0.2)["params"]["std"], [0.2, 0.5])
     params = {"params": {"log_std": jnp.log(jnp.array([0.01, 0.5]))}}
-    np.testing.assert_allclose(jnp.exp(clamp_std(params, "log", 0.2)["params"]["log_std"]), [0.2, 0.5], rtol=1e-6)
+    np.testing.assert_allclose(
+        jnp.exp(clamp_std(params, "log", 0.2)["params"]["log_std"]), [0.2, 0.5], rtol=1e-6
+    )
     assert clamp_std(params, "log", None) is params
 
 

@@ -9,6 +9,8 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from strl_jax.buffers.minibatch import select_columns
+
 OPTIMIZERS = ("adam", "adamw", "sgd")
 
 
@@ -26,6 +28,7 @@ class PPOBatch:
     old_values: jax.Array
     advantages: jax.Array
     returns: jax.Array
+    action_labels: Any = None  # TPPO: teacher actions [T, B, A]; None for PPO
 
     STEP_FIELDS: ClassVar[tuple[str, ...]] = (
         "obs",
@@ -37,14 +40,14 @@ class PPOBatch:
         "old_values",
         "advantages",
         "returns",
+        "action_labels",
     )
 
     def select_columns(self, idx: jax.Array) -> PPOBatch:
         """The minibatch of columns `idx` (samples or environments) of every field."""
-        take = lambda x: jnp.take(x, idx, axis=1)
         return self.replace(
-            hidden=jax.tree.map(take, self.hidden),
-            **{f: jax.tree.map(take, getattr(self, f)) for f in self.STEP_FIELDS},
+            hidden=select_columns(self.hidden, idx),
+            **{f: select_columns(getattr(self, f), idx) for f in self.STEP_FIELDS},
         )
 
 

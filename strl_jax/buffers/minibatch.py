@@ -1,4 +1,8 @@
-"""Reshuffled minibatches over a flattened `[T * N]` batch."""
+"""Minibatches as columns of a time-major `[T, B]` batch.
+
+Feed-forward batches are first merged to one row of `T * N` columns (any sample can land in
+any minibatch); recurrent batches keep `[T, N]` so a column is a whole environment's sequence.
+"""
 
 from __future__ import annotations
 
@@ -6,23 +10,18 @@ import jax
 import jax.numpy as jnp
 
 
-def flatten_time_env(tree):
-    """Merge the leading `[T, N]` axes of every leaf into one sample axis."""
-    return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), tree)
+def merge_time_env(tree):
+    """`[T, N, ...]` -> `[1, T * N, ...]` for every leaf (row-major: sample t*N + n)."""
+    return jax.tree.map(lambda x: x.reshape((1, -1) + x.shape[2:]), tree)
 
 
-def shuffle_minibatches(key: jax.Array, batch, num_mini_batches: int):
-    """Permute the samples and split them into `[num_mini_batches, batch_size, ...]`.
+def minibatch_indices(key: jax.Array, num_columns: int, num_mini_batches: int) -> jax.Array:
+    """A fresh random partition of the columns: `[num_mini_batches, num_columns // num_mini_batches]`."""
+    if num_columns % num_mini_batches:
+        raise ValueError(f"num_mini_batches={num_mini_batches} must divide the {num_columns} batch columns")
+    return jax.random.permutation(key, num_columns).reshape(num_mini_batches, -1)
 
-    Called once per epoch with a new key, so every epoch sees a fresh order.
-    """
-    size = jax.tree.leaves(batch)[0].shape[0]
-    if size % num_mini_batches:
-        raise ValueError(f"num_mini_batches={num_mini_batches} must divide the batch size {size}")
-    perm = jax.random.permutation(key, size)
-    return jax.tree.map(
-        lambda x: jnp.take(x, perm, axis=0).reshape(
-            (num_mini_batches, size // num_mini_batches) + x.shape[1:]
-        ),
-        batch,
-    )
+
+def select_columns(tree, idx: jax.Array, axis: int = 1):
+    """The columns `idx` along `axis` of every leaf."""
+    return jax.tree.map(lambda x: jnp.take(x, idx, axis=axis), tree)

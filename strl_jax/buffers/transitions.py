@@ -16,8 +16,8 @@ class Transition:
     """
 
     obs: dict[str, jax.Array]  # raw (un-normalised) observation groups the policy acted on
-    actions: jax.Array  # [T, N, A] sampled actions (before any env-side clipping)
-    log_prob: jax.Array  # [T, N] log-probability of `actions` under the acting policy
+    actions: jax.Array  # [T, N, A] executed actions (before any env-side clipping)
+    log_prob: jax.Array  # [T, N] log-probability of `actions` under the acting (student) policy
     mean: jax.Array  # [T, N, A] acting distribution mean (for the KL of the adaptive schedule)
     std: jax.Array  # [T, N, A] acting distribution std
     values: jax.Array  # [T, N] V(s_t)
@@ -26,3 +26,5 @@ class Transition:
     # Recurrent policies: hidden state before the first step ([L, N, H] leaves), from which the
     # update re-runs the sequences; the states of later steps follow from it and `dones`.
     initial_hidden: Any = None
+    # TPPO / Distillation: the teacher's action for every step ([T, N, A]), executed or not.
+    action_labels: Any = None

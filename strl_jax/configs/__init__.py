@@ -7,7 +7,14 @@ from strl_jax.configs.loader import (
     config_to_dict,
     resolve_config,
 )
-from strl_jax.configs.schema import AlgorithmConfig, EnvConfig, PolicyConfig, RunnerConfig, TrainConfig
+from strl_jax.configs.schema import (
+    AlgorithmConfig,
+    EnvConfig,
+    PolicyConfig,
+    RunnerConfig,
+    TeacherPolicyConfig,
+    TrainConfig,
+)
 
 __all__ = [
     "AlgorithmConfig",
@@ -15,6 +22,7 @@ __all__ = [
     "EnvConfig",
     "PolicyConfig",
     "RunnerConfig",
+    "TeacherPolicyConfig",
     "TrainConfig",
     "available_presets",
     "config_from_dict",

@@ -18,6 +18,7 @@ import yaml
 from strl_jax.configs.schema import TrainConfig
 
 PRESET_PACKAGE = "strl_jax.configs"
+ALGORITHMS = ("PPO", "TPPO", "Distillation")
 
 
 class ConfigError(ValueError):
@@ -215,7 +216,7 @@ def validate_config(cfg: TrainConfig) -> None:
     if cfg.env.backend not in available_backends():
         raise ConfigError(f"unknown backend {cfg.env.backend!r}; valid backends: {available_backends()}")
     choices = {
-        "algorithm.class_name": (cfg.algorithm.class_name, ["PPO"]),
+        "algorithm.class_name": (cfg.algorithm.class_name, list(ALGORITHMS)),
         "policy.class_name": (cfg.policy.class_name, ["ActorCritic", "ActorCriticRecurrent"]),
         "policy.rnn_type": (cfg.policy.rnn_type, ["lstm", "gru"]),
         "algorithm.schedule": (cfg.algorithm.schedule, ["fixed", "adaptive"]),
@@ -226,6 +227,8 @@ def validate_config(cfg: TrainConfig) -> None:
     for key, (value, valid) in choices.items():
         if value not in valid:
             raise ConfigError(f"unknown {key} {value!r}; valid choices: {valid}")
+    if cfg.algorithm.class_name != "PPO":
+        _validate_teacher_student(cfg)
     from strl_jax.networks.mlp import ACTIVATIONS
 
     if cfg.policy.activation.lower() not in ACTIVATIONS:
@@ -247,6 +250,8 @@ def validate_config(cfg: TrainConfig) -> None:
     for key, value in positive.items():
         if value < 1:
             raise ConfigError(f"{key} must be at least 1, got {value}")
+    if cfg.algorithm.class_name == "Distillation":
+        return  # no minibatches: the update walks the whole rollout in time order
     if cfg.policy.class_name == "ActorCriticRecurrent":
         if cfg.env.num_envs % cfg.algorithm.num_mini_batches:
             raise ConfigError(
@@ -260,3 +265,39 @@ def validate_config(cfg: TrainConfig) -> None:
             f"algorithm.num_mini_batches={cfg.algorithm.num_mini_batches} must divide the batch "
             f"env.num_envs * runner.num_steps_per_env = {batch}"
         )
+
+
+def _validate_teacher_student(cfg: TrainConfig) -> None:
+    """TPPO / Distillation settings. The teacher checkpoint itself is checked when it is loaded."""
+    from strl_jax.agents.distillation import LOSS_TYPES
+    from strl_jax.agents.schedules import SCHEDULES as SCHEDULE_NAMES
+    from strl_jax.agents.tppo import DISTILL_TARGETS
+
+    alg = cfg.algorithm
+    for key, value in (
+        ("teacher_act_prob", alg.teacher_act_prob),
+        ("distillation_loss_coef", alg.distillation_loss_coef),
+    ):
+        if isinstance(value, str) and value not in SCHEDULE_NAMES:
+            raise ConfigError(
+                f"unknown algorithm.{key} {value!r}; valid choices: a number or one of {list(SCHEDULE_NAMES)}"
+            )
+    if not isinstance(alg.teacher_act_prob, str) and not 0.0 <= alg.teacher_act_prob <= 1.0:
+        raise ConfigError(f"algorithm.teacher_act_prob must lie in [0, 1], got {alg.teacher_act_prob}")
+    if alg.update_times_scale < 1:
+        raise ConfigError(
+            f"algorithm.update_times_scale must be at least 1 (iterations), got {alg.update_times_scale}"
+        )
+    choices = {
+        "algorithm.distill_target": (alg.distill_target, list(DISTILL_TARGETS)),
+        "algorithm.loss_type": (alg.loss_type, list(LOSS_TYPES)),
+        "algorithm.teacher_policy.class_name": (
+            alg.teacher_policy.class_name,
+            ["ActorCritic", "ActorCriticRecurrent"],
+        ),
+    }
+    for key, (value, valid) in choices.items():
+        if value not in valid:
+            raise ConfigError(f"unknown {key} {value!r}; valid choices: {valid}")
+    if alg.gradient_length < 1:
+        raise ConfigError(f"algorithm.gradient_length must be at least 1, got {alg.gradient_length}")

@@ -41,8 +41,23 @@ class PolicyConfig:
 
 
 @dataclass(frozen=True)
+class TeacherPolicyConfig:
+    """The trained policy that TPPO and Distillation learn from (st_rl `teacher_policy`)."""
+
+    class_name: str = "ActorCritic"  # must match the teacher run's policy.class_name
+    checkpoint: str = ""  # a strl_jax run folder, its checkpoints/ folder or one checkpoint step folder
+    # observation group of the student's env the teacher acts on; None: `critic` or `policy`
+    # per algorithm.label_action_with_critic_obs
+    obs_group: str | None = None
+
+
+@dataclass(frozen=True)
 class AlgorithmConfig:
-    """PPO hyperparameters under st_rl / rsl_rl names (defaults: current rsl_rl)."""
+    """Algorithm hyperparameters under st_rl / rsl_rl names (defaults: current rsl_rl PPO).
+
+    `class_name` picks PPO, TPPO (st_rl: PPO guided by a teacher) or Distillation (rsl_rl:
+    behaviour cloning of a teacher); the TPPO and Distillation fields are ignored by PPO.
+    """
 
     class_name: str = "PPO"
     num_learning_epochs: int = 5
@@ -54,7 +69,7 @@ class AlgorithmConfig:
     value_loss_coef: float = 1.0
     entropy_coef: float = 0.01
     learning_rate: float = 1e-3
-    max_grad_norm: float = 1.0
+    max_grad_norm: float | None = 1.0  # None disables gradient clipping
     optimizer: str = "adam"
     use_clipped_value_loss: bool = True
     schedule: str = "adaptive"
@@ -63,6 +78,19 @@ class AlgorithmConfig:
     clip_min_std: float | None = None
     timeout_bootstrap: str = "final_obs"  # or "rsl_rl": gamma * V(s_t) on time-outs
     reward_scale: float = 1.0  # multiplies rewards used for learning, not the logged returns
+    # TPPO and Distillation
+    teacher_policy: TeacherPolicyConfig = field(default_factory=TeacherPolicyConfig)
+    label_action_with_critic_obs: bool = True
+    action_labels_from_sample: bool = False  # labels are teacher samples instead of its mean
+    # TPPO: a number, or "linear" | "exp" | "tanh" of the iteration scaled by update_times_scale
+    teacher_act_prob: float | str = "exp"
+    update_times_scale: float = 100.0
+    using_ppo: bool = True  # false: pure DAgger, only the distillation loss
+    distillation_loss_coef: float | str = 1.0  # a number or a schedule name like teacher_act_prob
+    distill_target: str = "real"  # real | mse_sum | l1 | tanh | scaled_tanh | max_log_prob
+    # Distillation: truncated BPTT length in steps, and the behaviour-cloning loss (mse | huber)
+    gradient_length: int = 15
+    loss_type: str = "mse"
 
 
 @dataclass(frozen=True)

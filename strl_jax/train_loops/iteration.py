@@ -1,4 +1,9 @@
-"""One jit-compiled PPO iteration: rollout, returns and the whole update, no host round-trip."""
+"""One jit-compiled PPO iteration: rollout, returns and the whole update, no host round-trip.
+
+TPPO is the same learner with a `TeacherGuidance`: a rollout hook that labels (and sometimes
+executes) teacher actions and a `distillation_loss` term. `make_learner` picks the learner for
+`algorithm.class_name` (rsl_rl Distillation lives in `train_loops.distillation`).
+"""
 
 from __future__ import annotations
 
@@ -20,7 +25,11 @@ from strl_jax.agents.ppo import (
     value_loss,
     weighted_total,
 )
+from strl_jax.agents.schedules import make_schedule
+from strl_jax.agents.teacher import load_teacher
+from strl_jax.agents.tppo import TeacherGuidance, distillation_loss
 from strl_jax.buffers.gae import bootstrap_timeouts, compute_gae, normalize_advantages
+from strl_jax.buffers.minibatch import merge_time_env, minibatch_indices
 from strl_jax.buffers.transitions import Transition
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.brax_env import BraxVecEnv
@@ -46,10 +55,15 @@ class PPOLearner:
     model: PolicyModel = struct.field(pytree_node=False)
     cfg: TrainConfig = struct.field(pytree_node=False)
     optimizer: optax.GradientTransformation = struct.field(pytree_node=False)
+    guidance: TeacherGuidance | None = struct.field(pytree_node=False, default=None)  # TPPO
 
     @property
     def normalize_obs(self) -> bool:
         return self.cfg.runner.empirical_normalization
+
+    @property
+    def using_ppo(self) -> bool:
+        return self.guidance is None or self.guidance.using_ppo
 
     # ---- state -------------------------------------------------------------------------
     def init(self, key: jax.Array) -> tuple[TrainState, RolloutState]:
@@ -62,6 +76,11 @@ class PPOLearner:
             self.env.step, env_state, jnp.zeros((self.env.num_envs, self.env.action_size))
         )
         zeros = jnp.zeros((self.env.num_envs,), jnp.float32)
+        teacher_state = teacher_rollout = None
+        if self.guidance is not None:
+            key, mask_key = jax.random.split(key)
+            teacher_state = self.guidance.teacher.initial_state
+            teacher_rollout = self.guidance.init_rollout(mask_key, self.env.num_envs)
         train_state = TrainState(
             params=params,
             opt_state=self.optimizer.init(params),
@@ -69,6 +88,7 @@ class PPOLearner:
             learning_rate=jnp.asarray(self.cfg.algorithm.learning_rate, jnp.float32),
             key=key,
             iteration=jnp.zeros((), jnp.int32),
+            teacher=teacher_state,
         )
         rollout_state = RolloutState(
             env_state=env_state,
@@ -77,6 +97,7 @@ class PPOLearner:
             episode_length=jnp.zeros((self.env.num_envs,), jnp.int32),
             episode_metrics={k: zeros for k in metric_names[1].metrics},
             hidden=self.model.initial_hidden(self.env.num_envs),
+            teacher=teacher_rollout,
         )
         # Donated buffers must be distinct: groups that share an array get their own copy.
         return jax.tree.map(jnp.copy, (train_state, rollout_state))
@@ -93,15 +114,29 @@ class PPOLearner:
         return self.model.value(params, nobs, hidden)
 
     def rollout(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
-        """`num_steps_per_env` vmapped env steps with the current policy, as a `lax.scan`."""
+        """`num_steps_per_env` vmapped env steps with the current policy, as a `lax.scan`.
+
+        With a teacher, its label is stored for every step and executed where the env's mask is
+        set; `log_prob` is the student's log-probability of the executed action either way.
+        """
         cfg = self.cfg
         params, normalizers = train_state.params, train_state.normalizers
+        guidance = self.guidance
+        if guidance is not None:
+            act_prob = guidance.act_prob(train_state.iteration)
 
         def step(carry, step_key):
             rs, stats = carry
             nobs = normalize_groups(normalizers, rs.obs, self.normalize_obs)
             mean, std, values, hidden = self.model.step(params, nobs, rs.hidden)
-            actions = gaussian_sample(step_key, mean, std)
+            if guidance is None:
+                actions = gaussian_sample(step_key, mean, std)
+                labels, teacher = None, None
+            else:
+                sample_key, label_key, mask_key = jax.random.split(step_key, 3)
+                actions, labels, teacher_hidden = guidance.act(
+                    train_state.teacher, rs.teacher, rs.obs, gaussian_sample(sample_key, mean, std), label_key
+                )
             env_state, res = self.env.step(rs.env_state, actions)
             if cfg.algorithm.timeout_bootstrap == "final_obs":
                 # The critic's memory has seen obs_t; the final observation is its next input.
@@ -121,12 +156,15 @@ class PPOLearner:
                 values=values,
                 rewards=rewards,
                 dones=done.astype(jnp.float32),
+                action_labels=labels,
             )
+            if guidance is not None:
+                teacher = guidance.after_step(rs.teacher, teacher_hidden, done, act_prob, mask_key)
             ep_return = rs.episode_return + res.reward
             ep_length = rs.episode_length + 1
             ep_metrics = {k: rs.episode_metrics[k] + res.metrics[k] for k in rs.episode_metrics}
             d = done.astype(jnp.float32)
-            stats = {
+            previous, stats = stats, {
                 "episodes": stats["episodes"] + d.sum(),
                 "return_sum": stats["return_sum"] + (ep_return * d).sum(),
                 "length_sum": stats["length_sum"] + (ep_length * d).sum(),
@@ -135,6 +173,11 @@ class PPOLearner:
                     k: stats["metrics"][k] + (ep_metrics[k] / ep_length * d).sum() for k in ep_metrics
                 },
             }
+            if guidance is not None:
+                stats["teacher_steps"] = previous["teacher_steps"] + rs.teacher.mask.sum()
+                stats["action_error_sum"] = (
+                    previous["action_error_sum"] + jnp.linalg.norm(mean - labels, axis=-1).sum()
+                )
             rs = RolloutState(
                 env_state=env_state,
                 obs=res.obs,
@@ -142,6 +185,7 @@ class PPOLearner:
                 episode_length=jnp.where(done, 0, ep_length),
                 episode_metrics={k: jnp.where(done, 0.0, v) for k, v in ep_metrics.items()},
                 hidden=reset_hidden_groups(hidden, done),
+                teacher=teacher,
             )
             return (rs, stats), transition
 
@@ -153,53 +197,74 @@ class PPOLearner:
             "reward_sum": zero,
             "metrics": {k: zero for k in rollout_state.episode_metrics},
         }
+        if guidance is not None:
+            stats0 |= {"teacher_steps": zero, "action_error_sum": zero}
         keys = jax.random.split(key, cfg.runner.num_steps_per_env)
         initial_hidden = rollout_state.hidden
         (rollout_state, stats), transitions = jax.lax.scan(step, (rollout_state, stats0), keys)
         return rollout_state, transitions.replace(initial_hidden=initial_hidden), stats
 
     # ---- learning ----------------------------------------------------------------------
-    def loss(self, params, batch: PPOBatch):
-        """Weighted PPO loss and its terms for one minibatch of `[T, B]` steps."""
+    def loss(self, params, batch: PPOBatch, iteration: jax.Array | None = None):
+        """Weighted loss and its terms for one minibatch of `[T, B]` steps.
+
+        PPO's terms unless `using_ppo` is off, plus TPPO's `distillation_loss` (its coefficient
+        may follow a schedule of `iteration`).
+        """
         alg = self.cfg.algorithm
         mean, std, values = self.model.sequence(params, batch.obs, batch.hidden, batch.resets)
-        advantages = batch.advantages
-        if alg.normalize_advantage_per_mini_batch:
-            advantages = normalize_advantages(advantages)
-        entropy = gaussian_entropy(std)
-        losses = {
-            "surrogate_loss": surrogate_loss(
-                gaussian_log_prob(batch.actions, mean, std), batch.old_log_prob, advantages, alg.clip_param
-            ),
-            "value_loss": value_loss(
-                values, batch.old_values, batch.returns, alg.clip_param, alg.use_clipped_value_loss
-            ),
-            "entropy": -jnp.mean(entropy),
-        }
-        coefs = {
-            "surrogate_loss": alg.surrogate_loss_coef,
-            "value_loss": alg.value_loss_coef,
-            "entropy": alg.entropy_coef,
-        }
+        losses, coefs = {}, {}
+        if self.using_ppo:
+            advantages = batch.advantages
+            if alg.normalize_advantage_per_mini_batch:
+                advantages = normalize_advantages(advantages)
+            entropy = gaussian_entropy(std)
+            losses = {
+                "surrogate_loss": surrogate_loss(
+                    gaussian_log_prob(batch.actions, mean, std),
+                    batch.old_log_prob,
+                    advantages,
+                    alg.clip_param,
+                ),
+                "value_loss": value_loss(
+                    values, batch.old_values, batch.returns, alg.clip_param, alg.use_clipped_value_loss
+                ),
+                "entropy": -jnp.mean(entropy),
+            }
+            coefs = {
+                "surrogate_loss": alg.surrogate_loss_coef,
+                "value_loss": alg.value_loss_coef,
+                "entropy": alg.entropy_coef,
+            }
+        if self.guidance is not None:
+            g = self.guidance
+            losses["distillation_loss"] = distillation_loss(g.target, mean, std, batch.action_labels)
+            coefs["distillation_loss"] = g.loss_coef(
+                jnp.zeros((), jnp.int32) if iteration is None else iteration
+            )
         return weighted_total(losses, coefs), (losses, mean, std)
 
-    def minibatch_step(self, carry, batch: PPOBatch):
+    def minibatch_step(self, carry, batch: PPOBatch, iteration: jax.Array | None = None):
         """Adaptive lr from the KL to the acting policy, then one clipped optimiser step."""
         params, opt_state, lr = carry
         alg = self.cfg.algorithm
-        grads, (losses, mean, std) = jax.grad(self.loss, has_aux=True)(params, batch)
+        grads, (losses, mean, std) = jax.grad(self.loss, has_aux=True)(params, batch, iteration)
         kl_mean = jnp.mean(gaussian_kl(batch.old_mean, batch.old_std, mean, std))
         if alg.schedule == "adaptive":
             lr = adaptive_learning_rate(lr, kl_mean, alg.desired_kl)
         direction, opt_state = self.optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, jax.tree.map(lambda u: -lr * u, direction))
         params = clamp_std(params, self.model.noise_std_type, alg.clip_min_std)
-        metrics = {
-            "surrogate": losses["surrogate_loss"],
-            "value_function": losses["value_loss"],
-            "entropy": -losses["entropy"],
-            "kl": kl_mean,
+        names = {
+            "surrogate_loss": "surrogate",
+            "value_loss": "value_function",
+            "entropy": "entropy",
+            "distillation_loss": "distillation",
         }
+        metrics = {names[k]: v for k, v in losses.items()}
+        if "entropy" in metrics:
+            metrics["entropy"] = -metrics["entropy"]
+        metrics["kl"] = kl_mean
         return (params, opt_state, lr), metrics
 
     def make_batch(
@@ -211,11 +276,14 @@ class PPOLearner:
         minibatch; recurrent ones keep `[T, N]` and are split by environment.
         """
         alg = self.cfg.algorithm
-        advantages, returns = compute_gae(
-            transitions.rewards, transitions.values, transitions.dones, last_values, alg.gamma, alg.lam
-        )
-        if not alg.normalize_advantage_per_mini_batch:
-            advantages = normalize_advantages(advantages)
+        if self.using_ppo:
+            advantages, returns = compute_gae(
+                transitions.rewards, transitions.values, transitions.dones, last_values, alg.gamma, alg.lam
+            )
+            if not alg.normalize_advantage_per_mini_batch:
+                advantages = normalize_advantages(advantages)
+        else:  # DAgger: no returns
+            advantages = returns = jnp.zeros_like(transitions.rewards)
         resets = jnp.concatenate([jnp.zeros_like(transitions.dones[:1]), transitions.dones[:-1]], axis=0)
         batch = PPOBatch(
             obs=normalize_groups(train_state.normalizers, transitions.obs, self.normalize_obs),
@@ -228,25 +296,26 @@ class PPOLearner:
             old_values=transitions.values,
             advantages=advantages,
             returns=returns,
+            action_labels=transitions.action_labels,
         )
         if self.model.recurrent:
             return batch
-        flat = lambda x: x.reshape((1, -1) + x.shape[2:])
-        return batch.replace(**{f: jax.tree.map(flat, getattr(batch, f)) for f in PPOBatch.STEP_FIELDS})
+        return batch.replace(**{f: merge_time_env(getattr(batch, f)) for f in PPOBatch.STEP_FIELDS})
 
     def update(
         self, train_state: TrainState, transitions: Transition, last_values: jax.Array, key: jax.Array
     ):
         """GAE, then `num_learning_epochs` x `num_mini_batches` steps, as nested `lax.scan`s."""
+        iteration = train_state.iteration
         alg = self.cfg.algorithm
         batch = self.make_batch(train_state, transitions, last_values)
         num_columns = batch.advantages.shape[1]  # samples (feed-forward) or environments (recurrent)
 
         def epoch(carry, epoch_key):
             # A fresh order each epoch; each minibatch is gathered inside the scan, not materialised.
-            order = jax.random.permutation(epoch_key, num_columns).reshape(alg.num_mini_batches, -1)
+            order = minibatch_indices(epoch_key, num_columns, alg.num_mini_batches)
             return jax.lax.scan(
-                lambda c, idx: self.minibatch_step(c, batch.select_columns(idx)), carry, order
+                lambda c, idx: self.minibatch_step(c, batch.select_columns(idx), iteration), carry, order
             )
 
         carry = (train_state.params, train_state.opt_state, train_state.learning_rate)
@@ -271,7 +340,7 @@ class PPOLearner:
             normalizers = {
                 k: update_normalizer(normalizers[k], transitions.obs[k], until) for k in normalizers
             }
-        new_train_state = TrainState(
+        new_train_state = train_state.replace(
             params=params,
             opt_state=opt_state,
             normalizers=normalizers,
@@ -279,39 +348,117 @@ class PPOLearner:
             key=key,
             iteration=train_state.iteration + 1,
         )
-        metrics = {**metrics, **stats, "learning_rate": lr, "mean_noise_std": jnp.mean(transitions.std[-1])}
+        stats, teacher = split_teacher_stats(stats, transitions.rewards.size)
+        if self.guidance is not None:
+            teacher["teacher_act_prob"] = self.guidance.act_prob(train_state.iteration)
+        metrics = {
+            **metrics,
+            **stats,
+            **teacher,
+            "learning_rate": lr,
+            "mean_noise_std": jnp.mean(transitions.std[-1]),
+        }
         return new_train_state, rollout_state, metrics
 
     # ---- evaluation --------------------------------------------------------------------
     def evaluate(self, eval_env: BraxVecEnv, params, normalizers, key: jax.Array):
         """Deterministic (mean-action) episodes on separate envs: mean return and length."""
-        env_state, obs = eval_env.reset(key)
-        n = eval_env.num_envs
 
-        def step(carry, _):
-            env_state, obs, hidden, alive, ret, length = carry
+        def act(obs, hidden):
             mean, _, hidden = self.policy_distribution(params, normalizers, obs, hidden)
-            env_state, res = eval_env.step(env_state, mean)
-            done = res.terminated | res.truncated
-            ret = ret + res.reward * alive
-            length = length + alive
-            alive = alive * (1.0 - done.astype(jnp.float32))
-            return (env_state, res.obs, reset_hidden_groups(hidden, done), alive, ret, length), None
+            return mean, hidden
 
-        hidden = self.model.initial_hidden(n)
-        init = (env_state, obs, hidden, jnp.ones((n,)), jnp.zeros((n,)), jnp.zeros((n,)))
-        (*_, ret, length), _ = jax.lax.scan(step, init, None, length=eval_env.episode_length)
-        return {"episode_reward": jnp.mean(ret), "episode_length": jnp.mean(length)}
+        return deterministic_episodes(eval_env, act, self.model.initial_hidden(eval_env.num_envs), key)
+
+    def evaluate_teacher(self, eval_env: BraxVecEnv, teacher_state, key: jax.Array):
+        """The teacher's deterministic episodes on the student's env (the number students aim at)."""
+        teacher = self.guidance.teacher
+
+        def act(obs, hidden):
+            mean, _, hidden = teacher.distribution(teacher_state, obs, hidden)
+            return mean, hidden
+
+        return deterministic_episodes(eval_env, act, teacher.initial_hidden(eval_env.num_envs), key)
+
+
+def deterministic_episodes(eval_env: BraxVecEnv, act, hidden, key: jax.Array) -> dict:
+    """One episode per env with `act(obs, hidden) -> (action, hidden')`: mean return and length."""
+    env_state, obs = eval_env.reset(key)
+    n = eval_env.num_envs
+
+    def step(carry, _):
+        env_state, obs, hidden, alive, ret, length = carry
+        action, hidden = act(obs, hidden)
+        env_state, res = eval_env.step(env_state, action)
+        done = res.terminated | res.truncated
+        ret = ret + res.reward * alive
+        length = length + alive
+        alive = alive * (1.0 - done.astype(jnp.float32))
+        return (env_state, res.obs, reset_hidden_groups(hidden, done), alive, ret, length), None
+
+    init = (env_state, obs, hidden, jnp.ones((n,)), jnp.zeros((n,)), jnp.zeros((n,)))
+    (*_, ret, length), _ = jax.lax.scan(step, init, None, length=eval_env.episode_length)
+    return {"episode_reward": jnp.mean(ret), "episode_length": jnp.mean(length)}
+
+
+def split_teacher_stats(stats: dict, num_samples: int) -> tuple[dict, dict]:
+    """Rollout sums -> `(episode stats, {teacher_act_fraction, action_error})` (empty without a teacher).
+
+    `action_error` is the mean L2 distance between the student's action mean and the teacher's
+    label over the rollout, before the update.
+    """
+    if "teacher_steps" not in stats:
+        return stats, {}
+    stats = dict(stats)
+    teacher = {
+        "teacher_act_fraction": stats.pop("teacher_steps") / num_samples,
+        "action_error": stats.pop("action_error_sum") / num_samples,
+    }
+    return stats, teacher
 
 
 def make_ppo_learner(env: BraxVecEnv, cfg: TrainConfig) -> PPOLearner:
-    """Assemble the learner for an env and a validated config."""
+    """Assemble the PPO learner for an env and a validated config (any class_name: no teacher)."""
     return PPOLearner(
         env=env,
         model=make_policy_model(env.action_size, cfg.policy),
         cfg=cfg,
         optimizer=make_optimizer(cfg.algorithm.optimizer, cfg.algorithm.max_grad_norm),
     )
+
+
+def make_teacher_guidance(env: BraxVecEnv, cfg: TrainConfig) -> TeacherGuidance:
+    """Load the teacher and its schedules; Distillation's teacher labels but never acts."""
+    alg = cfg.algorithm
+    teacher = load_teacher(cfg, env.observation_shapes(), env.action_size)
+    if alg.class_name == "Distillation":
+        return TeacherGuidance(teacher, act_prob=make_schedule(0.0, 1.0), loss_coef=make_schedule(1.0, 1.0))
+    return TeacherGuidance(
+        teacher,
+        act_prob=make_schedule(alg.teacher_act_prob, alg.update_times_scale),
+        loss_coef=make_schedule(alg.distillation_loss_coef, alg.update_times_scale),
+        target=alg.distill_target,
+        using_ppo=alg.using_ppo,
+    )
+
+
+def make_learner(env: BraxVecEnv, cfg: TrainConfig):
+    """The learner for `algorithm.class_name`: PPO, TPPO (PPO + teacher guidance) or Distillation.
+
+    Each has `init`, `iteration`, `evaluate` and `optimizer`; a teacher is loaded (and checked
+    against the env) here, before anything is compiled.
+    """
+    name = cfg.algorithm.class_name
+    if name == "PPO":
+        return make_ppo_learner(env, cfg)
+    guidance = make_teacher_guidance(env, cfg)
+    if name == "TPPO":
+        return make_ppo_learner(env, cfg).replace(guidance=guidance)
+    if name == "Distillation":
+        from strl_jax.train_loops.distillation import make_distillation_learner  # it builds on this module
+
+        return make_distillation_learner(env, cfg, guidance)
+    raise ValueError(f"unknown algorithm.class_name {name!r}; valid choices: PPO, TPPO, Distillation")
 
 
 def jit_iteration(

@@ -16,6 +16,10 @@ TENSORBOARD_TAGS = {
     "entropy": "Loss/entropy",
     "learning_rate": "Loss/learning_rate",
     "kl": "Loss/kl",
+    "distillation": "Loss/distillation",
+    "teacher_act_prob": "Train/teacher_act_prob",
+    "teacher_act_fraction": "Train/teacher_act_fraction",
+    "action_error": "Policy/action_error",
     "mean_noise_std": "Policy/mean_noise_std",
     "fps": "Perf/total_fps",
     "iteration_time": "Perf/iteration_time",
@@ -26,6 +30,21 @@ TENSORBOARD_TAGS = {
     "eval_reward": "Eval/episode_reward",
     "eval_episode_length": "Eval/episode_length",
 }
+
+# Scalar learner metrics copied into each metrics.jsonl row when the learner reports them
+# (PPO: the first six; TPPO adds the teacher's; Distillation has no PPO losses).
+LEARNER_SCALARS = (
+    "surrogate",
+    "value_function",
+    "entropy",
+    "kl",
+    "learning_rate",
+    "mean_noise_std",
+    "distillation",
+    "teacher_act_prob",
+    "teacher_act_fraction",
+    "action_error",
+)
 
 TIME_KEYS = ("wall_time", "fps", "iteration_time", "collection_time", "learning_time")
 
@@ -107,6 +126,9 @@ class RunLogger:
             ("surrogate", "Mean surrogate loss:"),
             ("entropy", "Mean entropy:"),
             ("kl", "Mean KL:"),
+            ("distillation", "Mean distillation loss:"),
+            ("teacher_act_prob", "Teacher act probability:"),
+            ("action_error", "Student-teacher action error:"),
             ("learning_rate", "Learning rate:"),
             ("mean_reward", "Mean reward:"),
             ("mean_episode_length", "Mean episode length:"),

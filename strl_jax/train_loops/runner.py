@@ -1,10 +1,20 @@
-"""The host loop: build, compile, iterate, evaluate, log. All numerics run inside jit."""
+"""The host loop: build, compile, iterate, evaluate, log, checkpoint. All numerics run inside jit.
+
+Everything a continued run needs is either in the two state pytrees or in the checkpoint's
+`meta` (the logging window and the elapsed time); evaluation keys are a function of the seed
+and the iteration. So a run stopped and resumed writes the same numbers as one that never
+stopped.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import os
+import signal
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -15,9 +25,32 @@ import yaml
 
 from strl_jax.configs.loader import config_to_dict
 from strl_jax.configs.schema import TrainConfig
-from strl_jax.envs.brax_env import make_env_from_config
-from strl_jax.train_loops.iteration import jit_evaluate, jit_iteration, make_ppo_learner
-from strl_jax.train_loops.logging import RunLogger
+from strl_jax.envs.brax_env import BraxVecEnv, make_env_from_config
+from strl_jax.train_loops.checkpoint import (
+    CHECKPOINT_DIR,
+    CheckpointError,
+    load_params_and_normalizers,
+    open_manager,
+    restore_checkpoint,
+    save_checkpoint,
+    supersede_after,
+)
+from strl_jax.train_loops.iteration import PPOLearner, jit_evaluate, jit_iteration, make_learner
+from strl_jax.train_loops.logging import LEARNER_SCALARS, RunLogger
+
+# Config fields only the host loop reads: runs that differ only in these share compiled programs
+# (and the learner's copy of the config). A field the jitted code starts to read must leave this list.
+HOST_ONLY_RUNNER_FIELDS = (
+    "max_iterations",
+    "log_interval",
+    "print_interval",
+    "eval_interval",
+    "save_interval",
+    "max_checkpoints_to_keep",
+    "experiment_name",
+    "log_dir",
+    "compile_cache",
+)
 
 
 @dataclasses.dataclass
@@ -25,14 +58,51 @@ class TrainResult:
     """What a finished run hands back to Python callers (the CLI writes the same to disk)."""
 
     log_dir: Path
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, Any]]  # the metrics.jsonl rows this call wrote
     train_state: Any
     rollout_state: Any
+    checkpoint: int | None = None  # the last checkpoint step written
+    interrupted: str | None = None  # name of the signal that stopped the run early
 
     @property
     def last_eval_reward(self) -> float | None:
         evals = [r["eval_reward"] for r in self.rows if "eval_reward" in r]
         return evals[-1] if evals else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Programs:
+    """The env, the learner and the compiled functions of one config."""
+
+    env: BraxVecEnv
+    learner: PPOLearner
+    init: Any
+    iteration: Any
+    evaluate: Any
+
+
+_PROGRAMS: dict[str, Programs] = {}
+
+
+def build_programs(cfg: TrainConfig) -> Programs:
+    """Build (or reuse, within this process) the env, learner and jitted functions for `cfg`."""
+    data = config_to_dict(cfg)
+    data.pop("seed")
+    for name in HOST_ONLY_RUNNER_FIELDS:
+        data["runner"].pop(name)
+    key = json.dumps(data, sort_keys=True, default=str)
+    if key not in _PROGRAMS:
+        env = make_env_from_config(cfg.env)
+        learner = make_learner(env, cfg)
+        eval_env = env.replace(num_envs=cfg.runner.num_eval_envs)  # building a brax env takes seconds
+        _PROGRAMS[key] = Programs(
+            env=env,
+            learner=learner,
+            init=jax.jit(learner.init),
+            iteration=jit_iteration(learner),
+            evaluate=jit_evaluate(learner, eval_env),
+        )
+    return _PROGRAMS[key]
 
 
 def enable_compilation_cache(path: str | None = None) -> None:
@@ -54,6 +124,12 @@ def steps_per_iteration(cfg: TrainConfig) -> int:
     return cfg.env.num_envs * cfg.runner.num_steps_per_env
 
 
+def run_keys(cfg: TrainConfig) -> tuple[jax.Array, jax.Array]:
+    """`(init key, eval key)`: both functions of the seed alone; evaluation i uses fold_in(eval, i)."""
+    init_key, eval_key = jax.random.split(jax.random.PRNGKey(cfg.seed))
+    return init_key, eval_key
+
+
 def _row_from_metrics(
     iteration: int, cfg: TrainConfig, metrics: dict, window: dict, wall: float, dt: float
 ) -> dict[str, Any]:
@@ -70,63 +146,186 @@ def _row_from_metrics(
         "episodes": int(episodes),
         "mean_step_reward": float(metrics["reward_sum"]) / steps_per_iteration(cfg),
     }
-    for key in ("surrogate", "value_function", "entropy", "kl", "learning_rate", "mean_noise_std"):
-        row[key] = float(metrics[key])
+    row.update({key: float(metrics[key]) for key in LEARNER_SCALARS if key in metrics})
     if episodes:
         for key, value in window["metrics"].items():
             row[f"episode/{key}"] = value / episodes
     return row
 
 
-def train(cfg: TrainConfig, log_dir: str | Path | None = None, verbose: bool = True) -> TrainResult:
-    """Train PPO as configured, writing config.yaml, metrics.jsonl and TensorBoard to `log_dir`."""
+class StopRequest:
+    """The first SIGINT/SIGTERM asks the loop to checkpoint and stop after the current iteration;
+    a second one interrupts at once."""
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def uninstall(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        if self.signal_name is not None:
+            raise KeyboardInterrupt
+        self.signal_name = signal.Signals(signum).name
+        print(
+            f"\n{self.signal_name}: saving a checkpoint after this iteration (send again to stop at once)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def truncate_metrics(path: Path, iteration: int) -> None:
+    """Drop rows after `iteration` (written after the checkpoint a run continues from)."""
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a row cut short by a killed process
+        if row.get("iteration", 0) <= iteration:
+            kept.append(line)
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(line + "\n" for line in kept))
+    os.replace(tmp, path)
+
+
+def _initial_state(
+    cfg: TrainConfig, programs: Programs, manager, log_dir: Path, resume: bool, checkpoint: int | None, load
+) -> tuple[Any, Any, dict[str, Any], float]:
+    """`(train_state, rollout_state, logging window, elapsed seconds)` to start the loop from."""
+    init_key, _ = run_keys(cfg)
+    if resume:
+        train_abs, rollout_abs = jax.eval_shape(programs.init, init_key)
+        abstract = {"train_state": train_abs, "rollout_state": rollout_abs}
+        state, meta, step = restore_checkpoint(manager, abstract, checkpoint)
+        supersede_after(manager, log_dir, step)
+        truncate_metrics(log_dir / "metrics.jsonl", step)
+        state = jax.device_put(state)
+        return state["train_state"], state["rollout_state"], meta["window"], float(meta["wall_time"])
+    if manager.all_steps():
+        raise CheckpointError(
+            f"{str(log_dir)!r} already holds checkpoints; continue that run with --resume {log_dir} "
+            "or choose another --log_dir"
+        )
+    if load is None:
+        train_state, rollout_state = programs.init(init_key)
+        return train_state, rollout_state, _empty_window(), 0.0
+    abstract, _ = jax.eval_shape(programs.init, init_key)
+    params, normalizers, _ = load_params_and_normalizers(load, abstract)  # checked before compiling init
+    train_state, rollout_state = programs.init(init_key)
+    train_state = warm_start(train_state, params, normalizers, programs.learner.optimizer)
+    return train_state, rollout_state, _empty_window(), 0.0
+
+
+def warm_start(train_state: Any, params: Any, normalizers: Any, optimizer) -> Any:
+    """Another run's params and normalisers with a fresh optimiser, learning rate and counters."""
+    params, normalizers = jax.device_put((params, normalizers))
+    return train_state.replace(params=params, normalizers=normalizers, opt_state=optimizer.init(params))
+
+
+def train(
+    cfg: TrainConfig,
+    log_dir: str | Path | None = None,
+    verbose: bool = True,
+    *,
+    resume: bool = False,
+    checkpoint: int | None = None,
+    load: str | Path | None = None,
+    handle_signals: bool = True,
+) -> TrainResult:
+    """Train PPO as configured, writing config.yaml, metrics.jsonl, TensorBoard and checkpoints.
+
+    `resume=True` continues the run in `log_dir` from its newest readable checkpoint (or
+    `checkpoint`); `load` warm-starts params and normalisers from another run's checkpoint.
+    """
     if cfg.runner.compile_cache:
         enable_compilation_cache()
     log_dir = Path(log_dir or cfg.runner.log_dir or default_log_dir(cfg))
+    if resume and not (log_dir / CHECKPOINT_DIR).is_dir():
+        raise CheckpointError(f"no checkpoints to resume from in {str(log_dir)!r}")
     log_dir.mkdir(parents=True, exist_ok=True)
-    (log_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
-
-    env = make_env_from_config(cfg.env)
-    learner = make_ppo_learner(env, cfg)
-    iteration_fn = jit_iteration(learner)
-    evaluate_fn = None
-    if cfg.runner.eval_interval > 0:
-        evaluate_fn = jit_evaluate(learner, make_env_from_config(cfg.env, cfg.runner.num_eval_envs))
-    key = jax.random.PRNGKey(cfg.seed)
-    key, eval_key = jax.random.split(key)
-    train_state, rollout_state = jax.jit(learner.init)(key)
-
-    logger = RunLogger(log_dir, cfg.runner.max_iterations, verbose=verbose)
-    rows: list[dict[str, Any]] = []
-    window = _empty_window()
-    start = time.time()
-    last = start
+    programs = build_programs(cfg)
+    manager = open_manager(log_dir / CHECKPOINT_DIR, cfg.runner.max_checkpoints_to_keep)
     try:
-        for iteration in range(1, cfg.runner.max_iterations + 1):
-            train_state, rollout_state, metrics = iteration_fn(train_state, rollout_state)
+        train_state, rollout_state, window, wall_offset = _initial_state(
+            cfg, programs, manager, log_dir, resume, checkpoint, load
+        )
+    except BaseException:
+        manager.close()
+        raise
+    (log_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
+    _, eval_key = run_keys(cfg)
+    start_iteration = int(train_state.iteration)
+    iteration = start_iteration
+    saved = start_iteration if resume else None
+    runner = cfg.runner
+    logger = RunLogger(log_dir, runner.max_iterations, start_iteration=start_iteration, verbose=verbose)
+    stop = StopRequest().install() if handle_signals else StopRequest()
+    rows: list[dict[str, Any]] = []
+    start = last = time.time()
+    if verbose and start_iteration >= runner.max_iterations:
+        print(f"run is at iteration {start_iteration} >= runner.max_iterations={runner.max_iterations}")
+    try:
+        while iteration < runner.max_iterations and stop.signal_name is None:
+            train_state, rollout_state, metrics = programs.iteration(train_state, rollout_state)
+            iteration += 1
             metrics = jax.device_get(metrics)
             now = time.time()
             _accumulate(window, metrics)
-            is_last = iteration == cfg.runner.max_iterations
-            if iteration % cfg.runner.log_interval == 0 or is_last:
-                row = _row_from_metrics(iteration, cfg, metrics, window, now - start, now - last)
-                if evaluate_fn is not None and (iteration % cfg.runner.eval_interval == 0 or is_last):
-                    eval_metrics = jax.device_get(
-                        evaluate_fn(train_state.params, train_state.normalizers, jax.random.fold_in(eval_key, iteration))
-                    )
-                    row["eval_reward"] = float(eval_metrics["episode_reward"])
-                    row["eval_episode_length"] = float(eval_metrics["episode_length"])
-                    row["wall_time"] = round(time.time() - start, 4)
+            is_last = iteration == runner.max_iterations
+            if iteration % runner.log_interval == 0 or is_last:
+                wall = wall_offset + now - start
+                row = _row_from_metrics(iteration, cfg, metrics, window, wall, now - last)
+                if runner.eval_interval > 0 and (iteration % runner.eval_interval == 0 or is_last):
+                    row.update(evaluate(programs, train_state, eval_key, iteration))
+                    row["wall_time"] = round(wall_offset + time.time() - start, 4)
                 logger.write(row)
                 rows.append(row)
-                if iteration % cfg.runner.print_interval == 0 or is_last or iteration == 1:
+                if iteration % runner.print_interval == 0 or is_last or iteration == start_iteration + 1:
                     logger.summary(row)
                 window = _empty_window()
             logger.progress(iteration)
+            periodic = runner.save_interval > 0 and iteration % runner.save_interval == 0
+            if periodic or is_last or stop.signal_name is not None:
+                elapsed = wall_offset + time.time() - start
+                meta = {"window": window, "wall_time": elapsed, "config": config_to_dict(cfg)}
+                state = {"train_state": train_state, "rollout_state": rollout_state}
+                save_checkpoint(manager, iteration, state, meta)
+                saved = iteration
             last = time.time()
     finally:
+        stop.uninstall()
+        manager.close()  # waits for the checkpoint being written
         logger.close()
-    return TrainResult(log_dir=log_dir, rows=rows, train_state=train_state, rollout_state=rollout_state)
+    return TrainResult(
+        log_dir=log_dir,
+        rows=rows,
+        train_state=train_state,
+        rollout_state=rollout_state,
+        checkpoint=saved,
+        interrupted=stop.signal_name,
+    )
+
+
+def evaluate(programs: Programs, train_state: Any, eval_key: jax.Array, iteration: int) -> dict[str, float]:
+    """Deterministic evaluation after `iteration`, keyed by the iteration (not by host history)."""
+    key = jax.random.fold_in(eval_key, iteration)
+    result = jax.device_get(programs.evaluate(train_state.params, train_state.normalizers, key))
+    return {
+        "eval_reward": float(result["episode_reward"]),
+        "eval_episode_length": float(result["episode_length"]),
+    }
 
 
 def _empty_window() -> dict[str, Any]:

@@ -21,11 +21,13 @@ class TrainState:
     learning_rate: jax.Array  # float32 scalar, changed by the adaptive schedule
     key: jax.Array
     iteration: jax.Array  # int32 scalar: completed iterations
+    teacher: Any = None  # TPPO / Distillation: the frozen teacher's TeacherState; None for PPO
 
 
 @struct.dataclass
 class RolloutState:
-    """Acting state: environments, the observation to act on, per-env episode accumulators."""
+    """Acting state: environments, the observation to act on, per-env episode accumulators,
+    recurrent memories and the teacher masks."""
 
     env_state: EnvState
     obs: dict[str, jax.Array]
@@ -33,3 +35,4 @@ class RolloutState:
     episode_length: jax.Array  # [N] int32
     episode_metrics: dict[str, jax.Array]  # [N] running sums of the env's per-step metrics
     hidden: dict[str, Any]  # recurrent policies: {"actor": h, "critic": h}; {} otherwise
+    teacher: Any = None  # TPPO / Distillation: TeacherRolloutState (who acts, teacher memory); None for PPO

@@ -1,0 +1,145 @@
+"""`python -m strl_jax.play <log_dir>`: watch a trained policy.
+
+Runs deterministic (mean-action) episodes of a checkpoint's policy on fresh environments,
+prints the mean/std of return and length, and writes one episode as a brax HTML viewer page
+(and as an animated GIF where MuJoCo can render offscreen, e.g. with MUJOCO_GL=egl).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from strl_jax.envs.brax_env import BraxVecEnv
+from strl_jax.inference import ActingPolicy
+from strl_jax.networks.memory import reset_hidden
+
+
+def run_episodes(env: BraxVecEnv, acting: ActingPolicy, key: jax.Array) -> tuple[jax.Array, jax.Array, Any]:
+    """One deterministic episode per env: `(returns [N], lengths [N], frames of env 0 [T, ...])`.
+
+    Frame t is the physics state env 0 acted on at step t (entries past its episode's length
+    belong to later episodes and are to be cut off).
+    """
+    env_state, obs = env.reset(key)
+    n = env.num_envs
+
+    def step(carry, _):
+        env_state, obs, hidden, alive, ret, length = carry
+        frame = jax.tree.map(lambda x: x[0], env_state.brax_state.pipeline_state)
+        action, hidden = acting.step(obs["policy"], hidden)
+        env_state, res = env.step(env_state, action)
+        done = res.terminated | res.truncated
+        ret = ret + res.reward * alive
+        length = length + alive
+        alive = alive * (1.0 - done.astype(jnp.float32))
+        return (env_state, res.obs, reset_hidden(hidden, done), alive, ret, length), frame
+
+    init = (env_state, obs, acting.initial_hidden(n), jnp.ones((n,)), jnp.zeros((n,)), jnp.zeros((n,)))
+    (*_, returns, lengths), frames = jax.lax.scan(step, init, None, length=env.episode_length)
+    return returns, lengths, frames
+
+
+def make_rollout(env: BraxVecEnv, cfg) -> Callable:
+    """Jitted `(params, normalizers, key) -> run_episodes(...)`: the parameters are arguments,
+    not constants, so one compiled program serves every checkpoint of a config."""
+    from strl_jax.inference import get_acting_policy
+
+    def rollout(params: Any, normalizers: Any, key: jax.Array):
+        return run_episodes(env, get_acting_policy(cfg, params, normalizers), key)
+
+    return jax.jit(rollout)
+
+
+def episode_states(frames: Any, length: int) -> list[Any]:
+    """The first `length` stacked frames as a list of single states (what brax's viewers take)."""
+    frames = jax.device_get(frames)
+    return [jax.tree.map(lambda x, t=t: x[t], frames) for t in range(length)]
+
+
+def write_html(env: BraxVecEnv, states: list[Any], path: Path) -> Path:
+    from brax.io import html
+
+    path.write_text(html.render(env.env.sys, states, colab=False))
+    return path
+
+
+def write_gif(
+    env: BraxVecEnv, states: list[Any], path: Path, size: tuple[int, int] = (240, 320)
+) -> str | None:
+    """Render the episode offscreen; returns why not when MuJoCo has no OpenGL context here."""
+    try:
+        from brax.io import image
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # GLFW's complaints about a missing display
+            frames = image.render_array(env.env.sys, states, height=size[0], width=size[1])
+    except Exception as err:  # noqa: BLE001 - mujoco raises several kinds when no GL backend exists
+        return f"{type(err).__name__}: {str(err).split(',')[0][:100]}"
+    from PIL import Image
+
+    images = [Image.fromarray(np.asarray(f)) for f in frames]
+    duration_ms = float(env.env.dt) * env.action_repeat * 1000.0
+    images[0].save(path, save_all=True, append_images=images[1:], duration=duration_ms, loop=0)
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m strl_jax.play",
+        description="Run a trained policy deterministically and write a viewable episode.",
+    )
+    parser.add_argument("log_dir", help="run folder (or checkpoints folder, or one checkpoint step folder)")
+    parser.add_argument("--checkpoint", type=int, metavar="N", help="checkpoint step (default: newest)")
+    parser.add_argument("--episodes", type=int, default=10, metavar="K", help="episodes to run (default 10)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the initial states")
+    parser.add_argument("--out", metavar="DIR", help="output folder (default: <log_dir>/play)")
+    parser.add_argument("--no-video", action="store_true", help="skip the GIF even if MuJoCo can render")
+    args = parser.parse_args(argv)
+    if args.episodes < 1:
+        print("error: --episodes must be at least 1", file=sys.stderr)
+        return 2
+
+    from strl_jax.configs.loader import ConfigError
+    from strl_jax.inference import load_policy
+    from strl_jax.train_loops.checkpoint import CheckpointError
+
+    try:
+        loaded = load_policy(args.log_dir, args.checkpoint)
+    except (CheckpointError, ConfigError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    env = loaded.env.replace(num_envs=args.episodes)
+    rollout = make_rollout(env, loaded.cfg)
+    key = jax.random.PRNGKey(args.seed)
+    returns, lengths, frames = jax.device_get(rollout(loaded.params, loaded.normalizers, key))
+    print(
+        f"{loaded.cfg.env.task}, checkpoint {loaded.step}, {args.episodes} deterministic episodes:\n"
+        f"  return {np.mean(returns):.3f} +- {np.std(returns):.3f}\n"
+        f"  length {np.mean(lengths):.1f} +- {np.std(lengths):.1f}"
+    )
+    out = Path(args.out) if args.out else Path(args.log_dir) / "play"
+    out.mkdir(parents=True, exist_ok=True)
+    states = episode_states(frames, int(lengths[0]))
+    page = write_html(env, states, out / "episode.html")
+    print(f"episode 0 (return {returns[0]:.3f}, {len(states)} steps): {page}")
+    if args.no_video:
+        return 0
+    reason = write_gif(env, states, out / "episode.gif")
+    if reason is None:
+        print(f"video: {out / 'episode.gif'}")
+    else:
+        print(f"video skipped, MuJoCo cannot render here ({reason}); try MUJOCO_GL=egl or MUJOCO_GL=osmesa")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
