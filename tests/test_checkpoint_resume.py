@@ -143,10 +143,11 @@ def test_signal_saves_then_resume_is_exact(tmp_path, monkeypatch):
         progress(self, iteration)
 
     monkeypatch.setattr(runner_module.RunLogger, "progress", interrupt_at_3)
+    before = signal.getsignal(signal.SIGINT)  # SIG_IGN when started in a background job
     stopped = train(cfg, tmp_path / "run", verbose=False)
     monkeypatch.undo()
     assert stopped.interrupted == "SIGINT" and stopped.checkpoint == 3
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before
     assert [r["iteration"] for r in read_rows(tmp_path / "run")] == [2]
 
     resumed = train(cfg, tmp_path / "run", verbose=False, resume=True)
@@ -202,11 +203,12 @@ def test_sigterm_from_the_cli_checkpoints_and_exits_with_143(tmp_path, monkeypat
         progress(self, iteration)
 
     monkeypatch.setattr(runner_module.RunLogger, "progress", terminate_at_2)
+    before = signal.getsignal(signal.SIGTERM)
     code = train_main(["--log_dir", str(tmp_path), "--quiet", *TINY, "runner.max_iterations=50"])
     assert code == 128 + signal.SIGTERM
     assert f"--resume {tmp_path}" in capsys.readouterr().err
     assert _steps(tmp_path) == [2] and [r["iteration"] for r in read_rows(tmp_path)] == [1, 2]
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 @pytest.mark.parametrize("damage", ["garbage_metadata", "missing_arrays"])

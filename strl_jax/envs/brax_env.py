@@ -208,7 +208,10 @@ def make_brax_env(
         episode_length=episode_length,
         action_repeat=action_repeat,
         clip_actions=clip_actions,
-        observe=make_observation_groups(obs_groups or {}, int(env.observation_size)),
+        # eval_shape: Brax's `observation_size` runs an uncompiled reset (seconds per env build).
+        observe=make_observation_groups(
+            obs_groups or {}, int(jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs.shape[-1])
+        ),
     )
 
 
