@@ -25,9 +25,10 @@ from strl_jax.agents.tppo import distillation_loss, resample_mask
 from strl_jax.configs import ConfigError, config_to_dict, resolve_config
 from strl_jax.envs import make_env_from_config
 from strl_jax.networks.gaussian import gaussian_log_prob
-from strl_jax.networks.normalizer import normalize
+from strl_jax.networks.normalizer import init_normalizer, normalize
+from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR, open_manager, save_checkpoint
-from strl_jax.train_loops.iteration import make_learner, make_ppo_learner
+from strl_jax.train_loops.iteration import make_learner
 
 # ----------------------------------------------------------------------------- schedules
 
@@ -136,15 +137,17 @@ TINY = [
 ]
 
 
-def write_teacher(path, overrides=()) -> None:
-    """A teacher run folder without training: an initialised PPO state with non-trivial normalisers."""
-    cfg = resolve_config("inverted_pendulum_teacher", overrides=[*TINY, *overrides])
-    learner = make_ppo_learner(make_env_from_config(cfg.env), cfg)
-    ts, rs = jax.jit(learner.init)(jax.random.PRNGKey(3))
-    ts = ts.replace(normalizers=jax.tree.map(lambda x: x + 0.5, ts.normalizers))
+def write_teacher(path) -> None:
+    """A teacher run folder without training (or compiling an env): the parameters and
+    normalisers a PPO run stores, the latter with non-trivial statistics."""
+    cfg = resolve_config("inverted_pendulum_teacher", overrides=TINY)
+    shapes = {"policy": (4,), "critic": (4,)}
+    params = make_policy_model(1, cfg.policy).init(jax.random.PRNGKey(3), shapes)
+    normalizers = {k: init_normalizer(s) for k, s in shapes.items()}
+    normalizers = jax.tree.map(lambda x: x + 0.5, normalizers)
     manager = open_manager(path / CHECKPOINT_DIR)
     meta = {"window": {}, "wall_time": 0.0, "config": config_to_dict(cfg)}
-    save_checkpoint(manager, 1, {"train_state": ts, "rollout_state": rs}, meta)
+    save_checkpoint(manager, 1, {"train_state": {"params": params, "normalizers": normalizers}}, meta)
     manager.wait_until_finished()
     manager.close()
 

@@ -51,6 +51,10 @@ class DistillationLearner:
     def optimizer(self) -> optax.GradientTransformation:
         return self.base.optimizer
 
+    @property
+    def guidance(self) -> TeacherGuidance:
+        return self.base.guidance
+
     def init(self, key: jax.Array) -> tuple[TrainState, RolloutState]:
         return self.base.init(key)
 

@@ -49,7 +49,7 @@ def normalize_groups(normalizers: dict, obs: dict, enabled: bool) -> dict:
 
 @struct.dataclass
 class PPOLearner:
-    """Static description of a PPO run: the env, the network and the config. Not a pytree of arrays."""
+    """Static description of a PPO (or, with `guidance`, TPPO) run. Not a pytree of arrays."""
 
     env: BraxVecEnv = struct.field(pytree_node=False)
     model: PolicyModel = struct.field(pytree_node=False)
