@@ -3,8 +3,9 @@
 The teacher keeps its own network (from the config stored with its checkpoint) and its own
 observation normaliser; it reads one observation group of the student's environment (by
 default `critic`, st_rl's `label_action_with_critic_obs`). Its parameters and normaliser
-statistics travel in the train state, so a resumed run needs no access to the teacher's run,
-and the learner never updates them.
+statistics travel in the train state, so a resumed run continues with exactly the teacher it
+started with (the teacher's run folder still defines its network), and the learner never
+updates them.
 """
 
 from __future__ import annotations

@@ -164,7 +164,7 @@ class PPOLearner:
             ep_length = rs.episode_length + 1
             ep_metrics = {k: rs.episode_metrics[k] + res.metrics[k] for k in rs.episode_metrics}
             d = done.astype(jnp.float32)
-            previous, stats = stats, {
+            totals = {
                 "episodes": stats["episodes"] + d.sum(),
                 "return_sum": stats["return_sum"] + (ep_return * d).sum(),
                 "length_sum": stats["length_sum"] + (ep_length * d).sum(),
@@ -174,10 +174,9 @@ class PPOLearner:
                 },
             }
             if guidance is not None:
-                stats["teacher_steps"] = previous["teacher_steps"] + rs.teacher.mask.sum()
-                stats["action_error_sum"] = (
-                    previous["action_error_sum"] + jnp.linalg.norm(mean - labels, axis=-1).sum()
-                )
+                totals["teacher_steps"] = stats["teacher_steps"] + rs.teacher.mask.sum()
+                error = jnp.linalg.norm(mean - labels, axis=-1).sum()
+                totals["action_error_sum"] = stats["action_error_sum"] + error
             rs = RolloutState(
                 env_state=env_state,
                 obs=res.obs,
@@ -187,7 +186,7 @@ class PPOLearner:
                 hidden=reset_hidden_groups(hidden, done),
                 teacher=teacher,
             )
-            return (rs, stats), transition
+            return (rs, totals), transition
 
         zero = jnp.zeros((), jnp.float32)
         stats0 = {
