@@ -13,6 +13,30 @@ from strl_jax.networks.mlp import MLP
 NOISE_STD_TYPES = ("scalar", "log")
 
 
+def std_parameter(module: nn.Module) -> jax.Array:
+    """The learned, state-independent std (`std`) or its log (`log_std`), per action dimension.
+
+    Shared by the feed-forward and recurrent actor-critics; call from `setup`.
+    """
+    if module.noise_std_type not in NOISE_STD_TYPES:
+        raise ValueError(
+            f"unknown noise_std_type {module.noise_std_type!r}; valid choices: {list(NOISE_STD_TYPES)}"
+        )
+    scalar = module.noise_std_type == "scalar"
+    init_value = module.init_noise_std if scalar else jnp.log(module.init_noise_std)
+    return module.param(
+        "std" if scalar else "log_std",
+        lambda _key, shape: jnp.full(shape, init_value, jnp.float32),
+        (module.action_dim,),
+    )
+
+
+def std_from_parameter(param: jax.Array, noise_std_type: str, shape: tuple[int, ...]) -> jax.Array:
+    """The std broadcast to the action mean's shape."""
+    std = param if noise_std_type == "scalar" else jnp.exp(param)
+    return jnp.broadcast_to(std, shape)
+
+
 class ActorCritic(nn.Module):
     """Actor MLP -> action mean, critic MLP -> value, one learned std per action dimension.
 
@@ -27,18 +51,9 @@ class ActorCritic(nn.Module):
     noise_std_type: str = "scalar"
 
     def setup(self) -> None:
-        if self.noise_std_type not in NOISE_STD_TYPES:
-            raise ValueError(
-                f"unknown noise_std_type {self.noise_std_type!r}; valid choices: {list(NOISE_STD_TYPES)}"
-            )
         self.actor = MLP(tuple(self.actor_hidden_dims), self.action_dim, self.activation, 0.01)
         self.critic = MLP(tuple(self.critic_hidden_dims), 1, self.activation, 1.0)
-        init_value = self.init_noise_std if self.noise_std_type == "scalar" else jnp.log(self.init_noise_std)
-        self.std_param = self.param(
-            "std" if self.noise_std_type == "scalar" else "log_std",
-            lambda _key, shape: jnp.full(shape, init_value, jnp.float32),
-            (self.action_dim,),
-        )
+        self.std_param = std_parameter(self)
 
     def __call__(
         self, policy_obs: jax.Array, critic_obs: jax.Array
@@ -50,8 +65,7 @@ class ActorCritic(nn.Module):
     def distribution(self, policy_obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Mean and std of the action distribution for normalised policy observations."""
         mean = self.actor(policy_obs)
-        std = self.std_param if self.noise_std_type == "scalar" else jnp.exp(self.std_param)
-        return mean, jnp.broadcast_to(std, mean.shape)
+        return mean, std_from_parameter(self.std_param, self.noise_std_type, mean.shape)
 
     def value(self, critic_obs: jax.Array) -> jax.Array:
         """State value for normalised critic observations, without the trailing unit axis."""
@@ -71,7 +85,7 @@ def clamp_std(params: dict, noise_std_type: str, min_std: float | None) -> dict:
 
 
 def make_actor_critic(action_dim: int, cfg) -> ActorCritic:
-    """Build the module from a `PolicyConfig`."""
+    """The feed-forward module of a `PolicyConfig` (`networks.policy.make_policy_model` picks by class)."""
     return ActorCritic(
         action_dim=action_dim,
         actor_hidden_dims=tuple(cfg.actor_hidden_dims),
