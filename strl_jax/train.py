@@ -37,6 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--load", metavar="PATH",
                         help="warm start: params and normalisers from a run folder or checkpoint folder; "
                         "fresh optimiser and counters")
+    parser.add_argument("--distributed", action="store_true",
+                        help="multi-host run: call jax.distributed.initialize (auto-detected on TPU pods "
+                        "and SLURM, or from the flags below / JAX_COORDINATOR_ADDRESS etc.)")
+    parser.add_argument("--coordinator_address", metavar="HOST:PORT",
+                        help="with --distributed: process 0's address, the same on every process")
+    parser.add_argument("--num_processes", type=int, help="with --distributed: number of processes")
+    parser.add_argument("--process_id", type=int, help="with --distributed: this process's index")
     parser.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
     return parser
 
@@ -71,10 +78,25 @@ def resolve_run_config(args: argparse.Namespace):
     return resolve_config(None, [str(run / "config.yaml")], overrides)
 
 
+def start_distributed(args: argparse.Namespace, cfg) -> None:
+    """Join the other processes of a multi-host run before anything touches a device."""
+    explicit = [args.coordinator_address, args.num_processes, args.process_id]
+    if not args.distributed:
+        if any(v is not None for v in explicit):
+            raise ConfigError("--coordinator_address/--num_processes/--process_id need --distributed")
+        return
+    if not (args.resume or cfg.runner.log_dir):
+        raise ConfigError("a --distributed run needs --log_dir: one folder that every process shares")
+    from strl_jax.train_loops.devices import initialize_distributed
+
+    initialize_distributed(args.coordinator_address, args.num_processes, args.process_id)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_intermixed_args(argv)
     try:
         cfg = resolve_run_config(args)
+        start_distributed(args, cfg)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -99,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
             f"python -m strl_jax.train --resume {result.log_dir}",
             file=sys.stderr,
         )
-        return 128 + int(getattr(signal, result.interrupted))
+        number = getattr(signal, result.interrupted, None)  # or a stop requested on another process
+        return 128 + int(number) if number is not None else 1
     print(f"outputs written to {result.log_dir}")
     return 0
 

@@ -26,7 +26,7 @@ from strl_jax.agents.ppo import (
     weighted_total,
 )
 from strl_jax.buffers.gae import bootstrap_timeouts, compute_gae, normalize_advantages
-from strl_jax.buffers.minibatch import merge_time_env, minibatch_indices, select_columns
+from strl_jax.buffers.minibatch import env_block_size, merge_time_env, minibatch_indices, select_columns
 from strl_jax.networks.gaussian import gaussian_entropy, gaussian_kl, gaussian_log_prob, gaussian_sample
 from strl_jax.networks.normalizer import init_normalizer, normalize, update_normalizer
 
@@ -482,10 +482,11 @@ def test_make_optimizer_direction_excludes_lr_and_clips():
 
 
 @FEW
-@given(seeds, st.sampled_from([(4, 2), (3, 4), (8, 3)]), st.sampled_from([1, 2, 3, 4]))
+@given(seeds, st.sampled_from([(4, 2), (3, 4), (8, 3), (6, 8)]), st.sampled_from([1, 2, 3, 4]))
 def test_minibatch_columns_partition_the_batch(seed, time_env, num_mini_batches):
     """Each epoch's minibatches partition the merged batch exactly (a permutation), applied
-    identically to every leaf; a number of minibatches that does not divide it raises ValueError."""
+    identically to every leaf, and every minibatch holds an equal share of every env block;
+    envs that cannot be cut into whole blocks raise ValueError."""
     steps, envs = time_env
     size = steps * envs
     ids = np.arange(size, dtype=np.float32).reshape(steps, envs)
@@ -494,24 +495,47 @@ def test_minibatch_columns_partition_the_batch(seed, time_env, num_mini_batches)
     )
     chex.assert_shape([batch["id"], batch["obs"]], [(1, size), (1, size, 2)])
     np.testing.assert_array_equal(batch["id"][0], np.arange(size))
-    if size % num_mini_batches:
-        with pytest.raises(ValueError):
-            minibatch_indices(jax.random.PRNGKey(seed), size, num_mini_batches)
+    block = env_block_size(steps, num_mini_batches)
+    if envs % block:
+        with pytest.raises(ValueError, match="blocks of"):
+            minibatch_indices(jax.random.PRNGKey(seed), envs, steps, num_mini_batches)
         return
-    order = minibatch_indices(jax.random.PRNGKey(seed), size, num_mini_batches)
+    order = minibatch_indices(jax.random.PRNGKey(seed), envs, steps, num_mini_batches)
     chex.assert_shape(order, (num_mini_batches, size // num_mini_batches))
     mbs = [select_columns(batch, idx) for idx in order]
     ids_seen = np.concatenate([np.asarray(mb["id"]).ravel() for mb in mbs])
     np.testing.assert_array_equal(np.sort(ids_seen), np.arange(size))
     for mb in mbs:
         np.testing.assert_array_equal(mb["obs"], np.asarray(mb["id"])[..., None] * np.array([1.0, -2.0]))
+        env_of = np.asarray(mb["id"]).ravel().astype(int) % envs
+        per_block = np.bincount(env_of // block, minlength=envs // block)
+        assert np.all(per_block == block * steps // num_mini_batches)
+
+
+@FEW
+@given(seeds, st.sampled_from([(24, 8, 4), (5, 128, 32), (1, 16, 4), (6, 16, 4)]), st.sampled_from([2, 4]))
+def test_minibatches_are_the_union_of_per_device_minibatches(seed, shape, devices):
+    """Split the envs over devices: device d's minibatch m, mapped back to global columns, are
+    exactly the global minibatch m's columns of d's envs. The update is device-count invariant."""
+    steps, envs, num_mini_batches = shape
+    key = jax.random.PRNGKey(seed)
+    whole = np.asarray(minibatch_indices(key, envs, steps, num_mini_batches))
+    local_envs = envs // devices
+    for d in range(devices):
+        part = minibatch_indices(key, local_envs, steps, num_mini_batches, first_env=d * local_envs)
+        part = np.asarray(part)
+        t, n = part // local_envs, part % local_envs
+        as_global = t * envs + d * local_envs + n
+        for m in range(num_mini_batches):
+            mine = whole[m][(whole[m] % envs) // local_envs == d]
+            np.testing.assert_array_equal(np.sort(as_global[m]), np.sort(mine))
 
 
 def test_minibatch_indices_new_key_new_order():
     """Different epoch keys give different orders; the same key gives the same order."""
-    a = minibatch_indices(jax.random.PRNGKey(0), 64, 4)
-    b = minibatch_indices(jax.random.PRNGKey(1), 64, 4)
-    c = minibatch_indices(jax.random.PRNGKey(0), 64, 4)
+    a = minibatch_indices(jax.random.PRNGKey(0), 16, 4, 4)
+    b = minibatch_indices(jax.random.PRNGKey(1), 16, 4, 4)
+    c = minibatch_indices(jax.random.PRNGKey(0), 16, 4, 4)
     assert not np.array_equal(a, b)
     np.testing.assert_array_equal(a, c)
 

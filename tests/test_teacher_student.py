@@ -26,6 +26,9 @@ COMMON = [
 ]
 TEACHER = [
     *COMMON,
+    # 30 iterations is a small budget: teachers of seeds 3-5 reach 200 by iteration 10-20, those
+    # of seeds 1 and 6 may plateau near 140. The test is about the students.
+    "seed=4",
     "runner.num_steps_per_env=16",
     "runner.normalizer_until=4e4",
     "runner.max_iterations=30",

@@ -118,7 +118,8 @@ def test_mask_is_resampled_only_where_episodes_ended():
     mask = jnp.arange(n) % 2 == 0
     done = jnp.arange(n) % 3 == 0
     for prob in (0.0, 0.25, 1.0):
-        new = np.asarray(resample_mask(jax.random.PRNGKey(1), mask, done, jnp.float32(prob)))
+        keys = jax.random.split(jax.random.PRNGKey(1), n)
+        new = np.asarray(resample_mask(keys, mask, done, jnp.float32(prob)))
         d = np.asarray(done)
         np.testing.assert_array_equal(new[~d], np.asarray(mask)[~d])
         assert new[d].mean() == pytest.approx(prob, abs=0.02)
@@ -233,10 +234,11 @@ def test_dagger_has_only_the_distillation_term(tppo_rollout, teacher_dir):
     learner, ts, _, transitions = tppo_rollout
     last_values = jnp.zeros(transitions.rewards.shape[1])
     batch = learner.make_batch(ts, transitions, last_values)
-    _, (losses, _, _) = jax.jit(learner.loss)(ts.params, batch, ts.iteration)
+    _, (losses, _, _, _) = jax.jit(learner.loss)(ts.params, batch, ts.iteration)
     assert set(losses) == {"surrogate_loss", "value_loss", "entropy", "distillation_loss"}
     dagger = learner.replace(guidance=dataclasses.replace(learner.guidance, using_ppo=False))
-    total, (losses, _, _) = jax.jit(dagger.loss)(ts.params, dagger.make_batch(ts, transitions, last_values))
+    dagger_batch = dagger.make_batch(ts, transitions, last_values)
+    total, (losses, _, _, _) = jax.jit(dagger.loss)(ts.params, dagger_batch)
     assert set(losses) == {"distillation_loss"}
     assert float(total) == pytest.approx(float(losses["distillation_loss"]))
 

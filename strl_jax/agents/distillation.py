@@ -20,6 +20,8 @@ import numpy as np
 import optax
 from flax import struct
 
+from strl_jax.collectives import pmean
+
 LOSS_TYPES = ("mse", "huber")
 
 # (params, observation groups of one step, hidden) -> (actions [N, A], hidden')
@@ -85,8 +87,12 @@ def bptt_update(
     batch: DistillationBatch,
     windows: np.ndarray,
     rest: np.ndarray,
+    axis_name: str | None = None,
 ):
-    """All optimiser steps of one update: `(params, opt_state, per-step losses [epochs * T])`."""
+    """All optimiser steps of one update: `(params, opt_state, per-step losses [epochs * T])`.
+
+    With `axis_name`, gradients and losses are averaged over the devices' environments.
+    """
 
     def window(carry, steps):
         params, opt_state, hidden = carry
@@ -94,6 +100,7 @@ def bptt_update(
         grads, (hidden, losses) = jax.grad(
             lambda p: _walk(act, reset, loss_type, p, batch, hidden, steps), has_aux=True
         )(params)
+        grads, losses = pmean((grads, losses), axis_name)
         direction, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, jax.tree.map(lambda u: -learning_rate * u, direction))
         return (params, opt_state, hidden), losses
@@ -107,5 +114,6 @@ def bptt_update(
         losses = losses.reshape(-1)
     if len(rest):
         _, (_, rest_losses) = _walk(act, reset, loss_type, params, batch, hidden, jnp.asarray(rest))
+        rest_losses = pmean(rest_losses, axis_name)
         losses = jnp.concatenate([losses, rest_losses])
     return params, opt_state, losses

@@ -28,7 +28,9 @@ class PPOBatch:
     old_values: jax.Array
     advantages: jax.Array
     returns: jax.Array
-    action_labels: Any = None  # TPPO: teacher actions [T, B, A]; None for PPO
+    action_labels: Any = None  # TPPO: teacher actions [T, B, A]; APPO: executed actions; else None
+    amp_policy: Any = None  # APPO / ATPPO: raw AMP observations of the steps [T, B, D]
+    amp_expert: Any = None  # APPO / ATPPO: raw expert AMP observations stored with the steps
 
     STEP_FIELDS: ClassVar[tuple[str, ...]] = (
         "obs",
@@ -41,6 +43,8 @@ class PPOBatch:
         "advantages",
         "returns",
         "action_labels",
+        "amp_policy",
+        "amp_expert",
     )
 
     def select_columns(self, idx: jax.Array) -> PPOBatch:

@@ -60,10 +60,10 @@ class Teacher:
             x = normalize(state.normalizers["policy"], x)
         return self.model.distribution(state.params, {"policy": x}, hidden)
 
-    def label(self, state: TeacherState, obs: dict, hidden: dict, key: jax.Array):
-        """`(action labels, hidden')`: the mean action, or a sample with `from_sample`."""
+    def label(self, state: TeacherState, obs: dict, hidden: dict, keys: jax.Array):
+        """`(action labels, hidden')`: the mean action, or with `from_sample` a sample (one key per env)."""
         mean, std, hidden = self.distribution(state, obs, hidden)
-        labels = gaussian_sample(key, mean, std) if self.from_sample else mean
+        labels = jax.vmap(gaussian_sample)(keys, mean, std) if self.from_sample else mean
         return jax.lax.stop_gradient(labels), hidden
 
 

@@ -72,10 +72,14 @@ class TeacherRolloutState:
     hidden: dict  # the teacher's hidden state ({} for a feed-forward teacher)
 
 
-def resample_mask(key: jax.Array, mask: jax.Array, done: jax.Array, prob: jax.Array) -> jax.Array:
-    """Redraw `mask` where an episode just ended: True with probability `prob`."""
-    draw = jax.random.uniform(key, mask.shape) < prob
-    return jnp.where(done, draw, mask)
+def draw_masks(keys: jax.Array, prob: jax.Array) -> jax.Array:
+    """One "teacher acts" draw per env key: True with probability `prob`."""
+    return jax.vmap(jax.random.uniform)(keys) < prob
+
+
+def resample_mask(keys: jax.Array, mask: jax.Array, done: jax.Array, prob: jax.Array) -> jax.Array:
+    """Redraw `mask` where an episode just ended (one key per env)."""
+    return jnp.where(done, draw_masks(keys, prob), mask)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -92,10 +96,10 @@ class TeacherGuidance:
     target: str = "real"
     using_ppo: bool = True
 
-    def init_rollout(self, key: jax.Array, num_envs: int) -> TeacherRolloutState:
-        """The mask is drawn with the first iteration's probability."""
-        mask = jax.random.uniform(key, (num_envs,)) < self.act_prob(jnp.zeros((), jnp.int32))
-        return TeacherRolloutState(mask=mask, hidden=self.teacher.initial_hidden(num_envs))
+    def init_rollout(self, keys: jax.Array) -> TeacherRolloutState:
+        """The mask is drawn with the first iteration's probability (one key per env)."""
+        mask = draw_masks(keys, self.act_prob(jnp.zeros((), jnp.int32)))
+        return TeacherRolloutState(mask=mask, hidden=self.teacher.initial_hidden(keys.shape[0]))
 
     def act(
         self,
@@ -103,18 +107,18 @@ class TeacherGuidance:
         rollout: TeacherRolloutState,
         obs: dict,
         student_actions: jax.Array,
-        key: jax.Array,
+        keys: jax.Array,
     ) -> tuple[jax.Array, jax.Array, dict]:
-        """`(executed actions, teacher labels, teacher hidden')` for one step."""
-        labels, hidden = self.teacher.label(state, obs, rollout.hidden, key)
+        """`(executed actions, teacher labels, teacher hidden')` for one step (one key per env)."""
+        labels, hidden = self.teacher.label(state, obs, rollout.hidden, keys)
         executed = jnp.where(rollout.mask[:, None], labels, student_actions)
         return executed, labels, hidden
 
     def after_step(
-        self, rollout: TeacherRolloutState, hidden: dict, done: jax.Array, prob: jax.Array, key: jax.Array
+        self, rollout: TeacherRolloutState, hidden: dict, done: jax.Array, prob: jax.Array, keys: jax.Array
     ) -> TeacherRolloutState:
-        """Reset the teacher's memory and redraw the mask of finished episodes."""
+        """Reset the teacher's memory and redraw the mask of finished episodes (one key per env)."""
         return TeacherRolloutState(
-            mask=resample_mask(key, rollout.mask, done, prob),
+            mask=resample_mask(keys, rollout.mask, done, prob),
             hidden=self.teacher.reset_hidden(hidden, done),
         )

@@ -6,6 +6,8 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from strl_jax.collectives import global_mean_std
+
 
 def bootstrap_timeouts(
     rewards: jax.Array, truncated: jax.Array, bootstrap_values: jax.Array, gamma: float
@@ -46,6 +48,10 @@ def compute_gae(
     return advantages, advantages + values
 
 
-def normalize_advantages(advantages: jax.Array) -> jax.Array:
-    """`(A - mean) / (std + 1e-8)` with the unbiased std, like torch's `Tensor.std()` in rsl_rl."""
-    return (advantages - advantages.mean()) / (jnp.std(advantages, ddof=1) + 1e-8)
+def normalize_advantages(advantages: jax.Array, axis_name: str | None = None) -> jax.Array:
+    """`(A - mean) / (std + 1e-8)` with the unbiased std, like torch's `Tensor.std()` in rsl_rl.
+
+    With `axis_name` the statistics are those of the advantages on all devices together.
+    """
+    mean, std = global_mean_std(advantages, axis_name, ddof=1)
+    return (advantages - mean) / (std + 1e-8)

@@ -28,3 +28,6 @@ class Transition:
     initial_hidden: Any = None
     # TPPO / Distillation: the teacher's action for every step ([T, N, A]), executed or not.
     action_labels: Any = None
+    # APPO / ATPPO: raw AMP observations [T, N, D] of the policy's step and of an expert sample.
+    amp_policy: Any = None
+    amp_expert: Any = None

@@ -18,7 +18,9 @@ import yaml
 from strl_jax.configs.schema import TrainConfig
 
 PRESET_PACKAGE = "strl_jax.configs"
-ALGORITHMS = ("PPO", "TPPO", "Distillation")
+ALGORITHMS = ("PPO", "TPPO", "Distillation", "APPO", "ATPPO")
+TEACHER_ALGORITHMS = ("TPPO", "Distillation", "ATPPO")  # need algorithm.teacher_policy
+AMP_ALGORITHMS = ("APPO", "ATPPO")  # need a motion dataset and the env's `amp` group
 
 
 class ConfigError(ValueError):
@@ -227,8 +229,14 @@ def validate_config(cfg: TrainConfig) -> None:
     for key, (value, valid) in choices.items():
         if value not in valid:
             raise ConfigError(f"unknown {key} {value!r}; valid choices: {valid}")
-    if cfg.algorithm.class_name != "PPO":
+    if cfg.algorithm.class_name in TEACHER_ALGORITHMS:
         _validate_teacher_student(cfg)
+    if cfg.algorithm.class_name in AMP_ALGORITHMS and not cfg.algorithm.amp_motion_files:
+        raise ConfigError(
+            f"algorithm.class_name {cfg.algorithm.class_name} needs algorithm.amp_motion_files: motion "
+            "dataset folders (python -m strl_jax.collect) or motion files (AMP_for_hardware JSON, pickles)"
+        )
+    validate_amp_config(cfg)
     from strl_jax.networks.mlp import ACTIVATIONS
 
     if cfg.policy.activation.lower() not in ACTIVATIONS:
@@ -301,3 +309,37 @@ def _validate_teacher_student(cfg: TrainConfig) -> None:
             raise ConfigError(f"unknown {key} {value!r}; valid choices: {valid}")
     if alg.gradient_length < 1:
         raise ConfigError(f"algorithm.gradient_length must be at least 1, got {alg.gradient_length}")
+
+
+def validate_amp_config(cfg: TrainConfig) -> None:
+    """AMP settings (cheap checks only; motion files are read when training starts)."""
+    from strl_jax.envs.amp_obs import resolve_components
+    from strl_jax.networks.mlp import ACTIVATIONS
+
+    disc = cfg.policy.amp_discriminator
+    if disc.activation.lower() not in ACTIVATIONS:
+        raise ConfigError(
+            f"unknown policy.amp_discriminator.activation {disc.activation!r}; "
+            f"valid choices: {sorted(ACTIVATIONS)}"
+        )
+    if not disc.hidden_dims or any(w < 1 for w in disc.hidden_dims):
+        raise ConfigError(
+            f"policy.amp_discriminator.hidden_dims must be a non-empty list of positive widths, got "
+            f"{list(disc.hidden_dims)}"
+        )
+    if not 0.0 <= disc.task_reward_lerp <= 1.0:
+        raise ConfigError(
+            f"policy.amp_discriminator.task_reward_lerp must lie in [0, 1], got {disc.task_reward_lerp}"
+        )
+    for key in ("style_reward_coef", "discriminator_grad_pen"):
+        if getattr(disc, key) < 0:
+            raise ConfigError(f"policy.amp_discriminator.{key} must be >= 0, got {getattr(disc, key)}")
+    if cfg.algorithm.amp_replay_buffer_size < 1:
+        raise ConfigError(
+            f"algorithm.amp_replay_buffer_size must be at least 1, got {cfg.algorithm.amp_replay_buffer_size}"
+        )
+    if cfg.env.amp_obs_components is not None:
+        try:
+            resolve_components(cfg.env.task, cfg.env.amp_obs_components)
+        except ValueError as err:
+            raise ConfigError(f"env.amp_obs_components: {err}") from None

@@ -22,6 +22,19 @@ class EnvConfig:
     # group name -> indices of the Brax observation it sees; groups not named see all of it.
     # e.g. {policy: [0, 1]} hides inverted_pendulum's velocities from the actor.
     obs_groups: dict = field(default_factory=dict)
+    # AMP: components of the AMP observation frame (strl_jax.envs.amp_obs); None: the task's default
+    amp_obs_components: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class AmpDiscriminatorConfig:
+    """AMP discriminator and style reward (st_rl `policy.amp_discriminator`)."""
+
+    hidden_dims: tuple[int, ...] = (1024, 512)
+    activation: str = "relu"
+    style_reward_coef: float = 1.0  # r_style = coef * max(0, 1 - 0.25 * (D - 1)^2)
+    task_reward_lerp: float = 0.0  # r = (1 - lerp) * r_style + lerp * r_task; 0 drops the task reward
+    discriminator_grad_pen: float = 10.0  # lambda of lambda * mean ||grad D(expert)||^2
 
 
 @dataclass(frozen=True)
@@ -38,6 +51,8 @@ class PolicyConfig:
     rnn_type: str = "lstm"
     rnn_hidden_size: int = 256
     rnn_num_layers: int = 1
+    # APPO / ATPPO only
+    amp_discriminator: AmpDiscriminatorConfig = field(default_factory=AmpDiscriminatorConfig)
 
 
 @dataclass(frozen=True)
@@ -91,6 +106,13 @@ class AlgorithmConfig:
     # Distillation: truncated BPTT length in steps, and the behaviour-cloning loss (mse | huber)
     gradient_length: int = 15
     loss_type: str = "mse"
+    # AMP (st_rl APPO / ATPPO); the discriminator network is policy.amp_discriminator
+    discriminator_loss_coef: float = 1.0  # multiplies the three discriminator terms; 0 turns them off
+    mimic_loss_coef: float = 0.0  # mean ||ref_obs - ref_motion||
+    dagger_loss_coef: float = 0.0  # mean ||mu - action_label||
+    amp_motion_files: tuple[str, ...] = ()  # expert motion: dataset folders or motion files
+    amp_replay_buffer_size: int = 100_000  # policy AMP observations kept for the discriminator
+    amp_normalizer_until: float | None = 1.0e8  # samples after which the AMP normalisers freeze
 
 
 @dataclass(frozen=True)
@@ -110,6 +132,7 @@ class RunnerConfig:
     experiment_name: str = ""
     log_dir: str = ""  # default: runs/<task>/<timestamp>
     compile_cache: bool = True  # JAX persistent compilation cache under ~/.cache/strl_jax
+    num_devices: int | None = None  # devices the envs are sharded over (all processes'); None: all
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from strl_jax.collectives import env_keys
+
 BACKENDS = ("mjx", "generalized", "positional", "spring")
 
 Observation = dict[str, jax.Array]
@@ -115,14 +117,19 @@ class BraxVecEnv:
         obs = jax.eval_shape(lambda key: self.observe(self.env.reset(key)), jax.random.PRNGKey(0))
         return {k: tuple(v.shape) for k, v in obs.items()}
 
-    def reset(self, key: jax.Array) -> tuple[EnvState, Observation]:
-        """Reset all environments with independent random initial states."""
-        keys = jax.random.split(key, self.num_envs * 2).reshape(2, self.num_envs, -1)
-        brax_state = strong_types(jax.vmap(self.env.reset)(keys[0]))
+    def reset(self, key: jax.Array, first_env: jax.Array | int = 0) -> tuple[EnvState, Observation]:
+        """Reset all environments with independent random initial states.
+
+        Env `i` draws from `fold_in(key, first_env + i)`: a shard of a larger batch (whose
+        first global index is `first_env`) starts exactly like that part of the whole batch.
+        """
+        ids = jnp.asarray(first_env, jnp.int32) + jnp.arange(self.num_envs, dtype=jnp.int32)
+        keys = jax.vmap(jax.random.split)(env_keys(key, ids))
+        brax_state = strong_types(jax.vmap(self.env.reset)(keys[:, 0]))
         state = EnvState(
             brax_state=brax_state,
             step_count=jnp.zeros((self.num_envs,), jnp.int32),
-            reset_key=keys[1],
+            reset_key=keys[:, 1],
         )
         return state, self.observe(brax_state)
 
@@ -215,9 +222,12 @@ def make_brax_env(
     )
 
 
-def make_env_from_config(env_cfg, num_envs: int | None = None) -> BraxVecEnv:
-    """Build from an `EnvConfig`; `num_envs` overrides the configured count (evaluation envs)."""
-    return make_brax_env(
+def make_env_from_config(env_cfg, num_envs: int | None = None, amp: bool = False) -> BraxVecEnv:
+    """Build from an `EnvConfig`; `num_envs` overrides the configured count (evaluation envs).
+
+    `amp` adds the `amp` group: the AMP frame of the physics state (`env.amp_obs_components`).
+    """
+    env = make_brax_env(
         task=env_cfg.task,
         backend=env_cfg.backend,
         num_envs=env_cfg.num_envs if num_envs is None else num_envs,
@@ -227,3 +237,9 @@ def make_env_from_config(env_cfg, num_envs: int | None = None) -> BraxVecEnv:
         env_kwargs=env_cfg.env_kwargs,
         obs_groups=env_cfg.obs_groups,
     )
+    if not amp:
+        return env
+    from strl_jax.envs.amp_obs import WithAmpObservation
+
+    components = None if env_cfg.amp_obs_components is None else tuple(env_cfg.amp_obs_components)
+    return env.replace(observe=WithAmpObservation(env.observe, env_cfg.task, components))

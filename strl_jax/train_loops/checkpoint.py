@@ -114,8 +114,16 @@ def open_manager(directory: str | Path, max_to_keep: int | None = None, read_onl
 
 
 def host_copy(tree: Any) -> Any:
-    """Own numpy copies, so the next (donating) iteration cannot touch what is being written."""
-    return jax.tree.map(lambda x: np.array(x, copy=True), tree)
+    """Own copies, so the next (donating) iteration cannot touch what is being written: numpy
+    arrays where this process holds the whole array, else fresh device copies of the global
+    arrays (orbax then writes each process's shards; it copies them to host before returning)."""
+
+    def copy(x):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            return jax.numpy.copy(x)
+        return np.array(x, copy=True)
+
+    return jax.tree.map(copy, tree)
 
 
 def save_checkpoint(manager, iteration: int, state: Mapping[str, Any], meta: Mapping[str, Any]) -> None:
@@ -175,28 +183,52 @@ def stored_signature(manager, step: int) -> Signature:
 
 
 def restore_checkpoint(
-    manager, abstract_state: Mapping[str, Any], step: int | None = None
+    manager, abstract_state: Mapping[str, Any], step: int | None = None, shardings: Any = None
 ) -> tuple[dict[str, Any], dict, int]:
     """Restore `(state, meta, step)`: `step`, or else the newest readable one.
 
     The shapes are compared with `abstract_state` before any array is read, so that a checkpoint
     from another task or network fails with a message naming the entry. Arrays are then matched
-    by path, so empty parts of the state (`{}`, `None`) need not be stored alike.
+    by path, so empty parts of the state (`{}`, `None`) need not be stored alike. With
+    `shardings` (a tree like `abstract_state`), each process reads only its shards of each
+    array, placed on the current mesh: a run saved on N devices resumes on M.
     """
     expected = tree_signature(abstract_state)
+    by_path = None
+    if shardings is not None:
+        is_sharding = lambda x: isinstance(x, jax.sharding.Sharding)  # noqa: E731
+        by_path = {
+            path_name(p): s for p, s in jax.tree_util.tree_leaves_with_path(shardings, is_leaf=is_sharding)
+        }
 
     def read(candidate: int):
         check_signatures(expected, stored_signature(manager, candidate), f"{manager.directory}/{candidate}")
-        raw, meta = restore_raw(manager, candidate)
+        raw, meta = restore_raw(manager, candidate, by_path)
         return fill_from(abstract_state, raw), meta
 
     (state, meta), found = first_readable(manager, step, read)
     return dict(state), meta, found
 
 
-def restore_raw(manager, step: int) -> tuple[dict[str, Any], dict]:
-    """The stored state as nested dicts of numpy arrays, plus meta, without a target tree."""
-    args = ocp.args.Composite(state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore())
+def restore_raw(
+    manager, step: int, shardings: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], dict]:
+    """The stored state as nested dicts of arrays, plus meta.
+
+    The target is built from the stored metadata: arrays go to `shardings[path]` where given,
+    else to this process's first device (whatever devices the checkpoint was written from).
+    """
+    metadata = manager.item_metadata(step)["state"]
+    if metadata is None:
+        raise ValueError("the checkpoint has no state metadata")
+    default = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    target = jax.tree_util.tree_map_with_path(
+        lambda p, m: jax.ShapeDtypeStruct(
+            tuple(m.shape), m.dtype, sharding=(shardings or {}).get(path_name(p), default)
+        ),
+        metadata,
+    )
+    args = ocp.args.Composite(state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore())
     restored = manager.restore(step, args=args)
     return dict(restored["state"]), dict(restored["meta"])
 
@@ -204,9 +236,13 @@ def restore_raw(manager, step: int) -> tuple[dict[str, Any], dict]:
 def fill_from(abstract: Any, raw: Any, prefix: str = "") -> Any:
     """`abstract`'s structure with the arrays of `raw` (same paths, as `tree_signature` names them)."""
     flat = {path_name(p): leaf for p, leaf in jax.tree_util.tree_leaves_with_path(raw)}
-    return jax.tree_util.tree_map_with_path(
-        lambda p, leaf: np.asarray(flat[prefix + path_name(p)], leaf.dtype), abstract
-    )
+    def pick(p, leaf):
+        value = flat[prefix + path_name(p)]
+        if isinstance(value, jax.Array) and value.dtype == leaf.dtype:
+            return value  # already placed where it belongs (possibly one shard of a global array)
+        return np.asarray(value, leaf.dtype)
+
+    return jax.tree_util.tree_map_with_path(pick, abstract)
 
 
 def supersede_after(manager, log_dir: Path, step: int) -> list[int]:

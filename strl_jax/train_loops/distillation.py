@@ -16,6 +16,7 @@ from flax import struct
 from strl_jax.agents.distillation import DistillationBatch, bptt_update, step_order
 from strl_jax.agents.ppo import make_optimizer
 from strl_jax.agents.tppo import TeacherGuidance
+from strl_jax.collectives import pmean
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.brax_env import BraxVecEnv
 from strl_jax.networks.normalizer import update_normalizer
@@ -55,6 +56,14 @@ class DistillationLearner:
     def guidance(self) -> TeacherGuidance:
         return self.base.guidance
 
+    @property
+    def axis_name(self) -> str | None:
+        return self.base.axis_name
+
+    def shard(self, env: BraxVecEnv, axis_name: str | None) -> DistillationLearner:
+        """This learner for one device's share `env` of the envs, reducing over `axis_name`."""
+        return self.replace(base=self.base.shard(env, axis_name))
+
     def init(self, key: jax.Array) -> tuple[TrainState, RolloutState]:
         return self.base.init(key)
 
@@ -90,6 +99,7 @@ class DistillationLearner:
             batch,
             windows,
             rest,
+            self.axis_name,
         )
 
     def iteration(self, train_state: TrainState, rollout_state: RolloutState):
@@ -101,7 +111,8 @@ class DistillationLearner:
         if self.base.normalize_obs:
             until = self.cfg.runner.normalizer_until
             normalizers = {
-                k: update_normalizer(normalizers[k], transitions.obs[k], until) for k in normalizers
+                k: update_normalizer(normalizers[k], transitions.obs[k], until, self.axis_name)
+                for k in normalizers
             }
         new_train_state = train_state.replace(
             params=params,
@@ -110,13 +121,13 @@ class DistillationLearner:
             key=key,
             iteration=train_state.iteration + 1,
         )
-        stats, teacher = split_teacher_stats(stats, transitions.rewards.size)
+        stats, teacher = split_teacher_stats(stats, self.base.num_samples(transitions))
         metrics = {
             **stats,
             "distillation": jnp.mean(losses),
             "action_error": teacher["action_error"],
             "learning_rate": train_state.learning_rate,
-            "mean_noise_std": jnp.mean(transitions.std[-1]),
+            "mean_noise_std": pmean(jnp.mean(transitions.std[-1]), self.axis_name),
         }
         return new_train_state, rollout_state, metrics
 

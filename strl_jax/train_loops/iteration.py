@@ -3,13 +3,15 @@
 TPPO is the same learner with a `TeacherGuidance`: a rollout hook that labels (and sometimes
 executes) teacher actions and a `distillation_loss` term. `make_learner` picks the learner for
 `algorithm.class_name` (rsl_rl Distillation lives in `train_loops.distillation`).
+
+The runner executes `init` and `iteration` per device under `shard_map` (`train_loops.devices`):
+with `axis_name` set, `env` is the device's share of the envs and every reduction over envs
+(advantage statistics, gradients, KL, normalisers, episode sums) spans all devices.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any
 
 import chex
 import jax
@@ -17,6 +19,8 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from strl_jax.agents.amp import LOSS_LOG_NAMES as AMP_LOG_NAMES
+from strl_jax.agents.motion_prior import AMP_GROUP, MotionPrior, make_motion_prior, replay_add, replay_draw
 from strl_jax.agents.ppo import (
     PPOBatch,
     adaptive_learning_rate,
@@ -31,6 +35,7 @@ from strl_jax.agents.tppo import TeacherGuidance, distillation_loss
 from strl_jax.buffers.gae import bootstrap_timeouts, compute_gae, normalize_advantages
 from strl_jax.buffers.minibatch import merge_time_env, minibatch_indices
 from strl_jax.buffers.transitions import Transition
+from strl_jax.collectives import env_keys, global_env_ids, pmean, psum
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.brax_env import BraxVecEnv
 from strl_jax.networks.actor_critic import clamp_std
@@ -56,6 +61,10 @@ class PPOLearner:
     cfg: TrainConfig = struct.field(pytree_node=False)
     optimizer: optax.GradientTransformation = struct.field(pytree_node=False)
     guidance: TeacherGuidance | None = struct.field(pytree_node=False, default=None)  # TPPO
+    prior: MotionPrior | None = struct.field(pytree_node=False, default=None)  # APPO / ATPPO
+    # The mesh axis the envs are sharded over (inside `shard_map`); `env` then holds this
+    # device's share of the envs. None: no collectives (one device, unit tests).
+    axis_name: str | None = struct.field(pytree_node=False, default=None)
 
     @property
     def normalize_obs(self) -> bool:
@@ -65,30 +74,57 @@ class PPOLearner:
     def using_ppo(self) -> bool:
         return self.guidance is None or self.guidance.using_ppo
 
+    def trainable(self, params, amp_state):
+        """What the optimiser updates: the policy's params, and with AMP the discriminator's too
+        (one optimiser and one gradient clip for both, like st_rl's single module)."""
+        if self.prior is None:
+            return params
+        return {"policy": params, "discriminator": amp_state.params}
+
+    def split_trainable(self, trainable):
+        """`(policy params, discriminator params or None)`."""
+        if self.prior is None:
+            return trainable, None
+        return trainable["policy"], trainable["discriminator"]
+
+    def env_ids(self) -> jax.Array:
+        """Global indices of this device's environments."""
+        return global_env_ids(self.env.num_envs, self.axis_name)
+
+    def shard(self, env: BraxVecEnv, axis_name: str | None) -> PPOLearner:
+        """This learner for one device's share `env` of the envs, reducing over `axis_name`."""
+        return self.replace(env=env, axis_name=axis_name)
+
     # ---- state -------------------------------------------------------------------------
     def init(self, key: jax.Array) -> tuple[TrainState, RolloutState]:
         """Fresh parameters, optimiser, normalisers and environments for `key`."""
         key, init_key, env_key = jax.random.split(key, 3)
         shapes = self.env.observation_shapes()
         params = self.model.init(init_key, shapes)
-        env_state, obs = self.env.reset(env_key)
+        env_ids = self.env_ids()
+        env_state, obs = self.env.reset(env_key, env_ids[0])
         metric_names = jax.eval_shape(
             self.env.step, env_state, jnp.zeros((self.env.num_envs, self.env.action_size))
         )
         zeros = jnp.zeros((self.env.num_envs,), jnp.float32)
-        teacher_state = teacher_rollout = None
+        teacher_state = teacher_rollout = amp_state = amp_replay = None
+        if self.prior is not None:
+            key, amp_key = jax.random.split(key)
+            amp_state = self.prior.init(amp_key)
+            amp_replay = self.prior.init_replay(self.env.num_envs)
         if self.guidance is not None:
             key, mask_key = jax.random.split(key)
             teacher_state = self.guidance.teacher.initial_state
-            teacher_rollout = self.guidance.init_rollout(mask_key, self.env.num_envs)
+            teacher_rollout = self.guidance.init_rollout(env_keys(mask_key, env_ids))
         train_state = TrainState(
             params=params,
-            opt_state=self.optimizer.init(params),
-            normalizers={k: init_normalizer(s) for k, s in shapes.items()},
+            opt_state=self.optimizer.init(self.trainable(params, amp_state)),
+            normalizers={k: init_normalizer(s) for k, s in shapes.items() if k != AMP_GROUP},
             learning_rate=jnp.asarray(self.cfg.algorithm.learning_rate, jnp.float32),
             key=key,
             iteration=jnp.zeros((), jnp.int32),
             teacher=teacher_state,
+            amp=amp_state,
         )
         rollout_state = RolloutState(
             env_state=env_state,
@@ -98,6 +134,7 @@ class PPOLearner:
             episode_metrics={k: zeros for k in metric_names[1].metrics},
             hidden=self.model.initial_hidden(self.env.num_envs),
             teacher=teacher_rollout,
+            amp_replay=amp_replay,
         )
         # Donated buffers must be distinct: groups that share an array get their own copy.
         return jax.tree.map(jnp.copy, (train_state, rollout_state))
@@ -124,18 +161,24 @@ class PPOLearner:
         guidance = self.guidance
         if guidance is not None:
             act_prob = guidance.act_prob(train_state.iteration)
+        env_ids = self.env_ids()
 
         def step(carry, step_key):
             rs, stats = carry
             nobs = normalize_groups(normalizers, rs.obs, self.normalize_obs)
             mean, std, values, hidden = self.model.step(params, nobs, rs.hidden)
+            keys = env_keys(step_key, env_ids)  # per env: the same draws on any number of devices
             if guidance is None:
-                actions = gaussian_sample(step_key, mean, std)
+                actions = jax.vmap(gaussian_sample)(keys, mean, std)
                 labels, teacher = None, None
             else:
-                sample_key, label_key, mask_key = jax.random.split(step_key, 3)
+                sample_keys, label_keys, mask_keys = jax.vmap(jax.random.split, (0, None), 1)(keys, 3)
                 actions, labels, teacher_hidden = guidance.act(
-                    train_state.teacher, rs.teacher, rs.obs, gaussian_sample(sample_key, mean, std), label_key
+                    train_state.teacher,
+                    rs.teacher,
+                    rs.obs,
+                    jax.vmap(gaussian_sample)(sample_keys, mean, std),
+                    label_keys,
                 )
             env_state, res = self.env.step(rs.env_state, actions)
             if cfg.algorithm.timeout_bootstrap == "final_obs":
@@ -143,9 +186,12 @@ class PPOLearner:
                 bootstrap_values = self.critic_value(params, normalizers, res.final_obs, hidden)
             else:
                 bootstrap_values = values
-            rewards = bootstrap_timeouts(
-                res.reward * cfg.algorithm.reward_scale, res.truncated, bootstrap_values, cfg.algorithm.gamma
-            )
+            reward = res.reward * cfg.algorithm.reward_scale
+            amp = None
+            if self.prior is not None:
+                amp_keys = env_keys(jax.random.fold_in(step_key, 1), env_ids)
+                reward, amp = self.prior.step(train_state.amp, rs.obs, res.final_obs, reward, amp_keys)
+            rewards = bootstrap_timeouts(reward, res.truncated, bootstrap_values, cfg.algorithm.gamma)
             done = res.terminated | res.truncated
             transition = Transition(
                 obs=rs.obs,
@@ -157,9 +203,11 @@ class PPOLearner:
                 rewards=rewards,
                 dones=done.astype(jnp.float32),
                 action_labels=labels,
+                amp_policy=None if amp is None else amp["policy"],
+                amp_expert=None if amp is None else amp["expert"],
             )
             if guidance is not None:
-                teacher = guidance.after_step(rs.teacher, teacher_hidden, done, act_prob, mask_key)
+                teacher = guidance.after_step(rs.teacher, teacher_hidden, done, act_prob, mask_keys)
             ep_return = rs.episode_return + res.reward
             ep_length = rs.episode_length + 1
             ep_metrics = {k: rs.episode_metrics[k] + res.metrics[k] for k in rs.episode_metrics}
@@ -173,6 +221,8 @@ class PPOLearner:
                     k: stats["metrics"][k] + (ep_metrics[k] / ep_length * d).sum() for k in ep_metrics
                 },
             }
+            if amp is not None:
+                totals["style_reward_sum"] = stats["style_reward_sum"] + amp["style"].sum()
             if guidance is not None:
                 totals["teacher_steps"] = stats["teacher_steps"] + rs.teacher.mask.sum()
                 error = jnp.linalg.norm(mean - labels, axis=-1).sum()
@@ -185,6 +235,7 @@ class PPOLearner:
                 episode_metrics={k: jnp.where(done, 0.0, v) for k, v in ep_metrics.items()},
                 hidden=reset_hidden_groups(hidden, done),
                 teacher=teacher,
+                amp_replay=rs.amp_replay,  # filled from the whole rollout afterwards
             )
             return (rs, totals), transition
 
@@ -198,25 +249,30 @@ class PPOLearner:
         }
         if guidance is not None:
             stats0 |= {"teacher_steps": zero, "action_error_sum": zero}
+        if self.prior is not None:
+            stats0["style_reward_sum"] = zero
         keys = jax.random.split(key, cfg.runner.num_steps_per_env)
         initial_hidden = rollout_state.hidden
         (rollout_state, stats), transitions = jax.lax.scan(step, (rollout_state, stats0), keys)
+        stats = psum(stats, self.axis_name)  # sums over all devices' envs
         return rollout_state, transitions.replace(initial_hidden=initial_hidden), stats
 
     # ---- learning ----------------------------------------------------------------------
-    def loss(self, params, batch: PPOBatch, iteration: jax.Array | None = None):
+    def loss(self, trainable, batch: PPOBatch, iteration: jax.Array | None = None, amp=None):
         """Weighted loss and its terms for one minibatch of `[T, B]` steps.
 
         PPO's terms unless `using_ppo` is off, plus TPPO's `distillation_loss` (its coefficient
-        may follow a schedule of `iteration`).
+        may follow a schedule of `iteration`), plus AMP's discriminator terms with `amp =
+        (AMP normalisers, replay draws [T, B, D])`.
         """
         alg = self.cfg.algorithm
+        params, disc_params = self.split_trainable(trainable)
         mean, std, values = self.model.sequence(params, batch.obs, batch.hidden, batch.resets)
-        losses, coefs = {}, {}
+        losses, coefs, extra = {}, {}, {}
         if self.using_ppo:
             advantages = batch.advantages
             if alg.normalize_advantage_per_mini_batch:
-                advantages = normalize_advantages(advantages)
+                advantages = normalize_advantages(advantages, self.axis_name)
             entropy = gaussian_entropy(std)
             losses = {
                 "surrogate_loss": surrogate_loss(
@@ -241,30 +297,53 @@ class PPOLearner:
             coefs["distillation_loss"] = g.loss_coef(
                 jnp.zeros((), jnp.int32) if iteration is None else iteration
             )
-        return weighted_total(losses, coefs), (losses, mean, std)
+        if self.prior is not None:
+            amp_normalizers, replay_draws = amp
+            amp_losses, amp_coefs, extra = self.prior.loss_terms(
+                disc_params,
+                amp_normalizers,
+                replay_draws,
+                batch.amp_expert,
+                batch.amp_policy,
+                mean,
+                batch.action_labels if batch.action_labels is not None else batch.actions,
+            )
+            losses |= amp_losses
+            coefs |= amp_coefs
+        return weighted_total(losses, coefs), (losses, extra, mean, std)
 
-    def minibatch_step(self, carry, batch: PPOBatch, iteration: jax.Array | None = None):
-        """Adaptive lr from the KL to the acting policy, then one clipped optimiser step."""
-        params, opt_state, lr = carry
+    def minibatch_step(self, carry, batch: PPOBatch, iteration: jax.Array | None = None, amp=None):
+        """Adaptive lr from the KL to the acting policy, then one clipped optimiser step.
+
+        Gradients, KL and loss terms are averaged over devices (equal shares of the minibatch),
+        so every device takes the same step and the params stay replicated.
+        """
+        trainable, opt_state, lr = carry
         alg = self.cfg.algorithm
-        grads, (losses, mean, std) = jax.grad(self.loss, has_aux=True)(params, batch, iteration)
+        grad_fn = jax.grad(self.loss, has_aux=True)
+        grads, (losses, extra, mean, std) = grad_fn(trainable, batch, iteration, amp)
         kl_mean = jnp.mean(gaussian_kl(batch.old_mean, batch.old_std, mean, std))
+        grads, kl_mean, losses, extra = pmean((grads, kl_mean, losses, extra), self.axis_name)
         if alg.schedule == "adaptive":
             lr = adaptive_learning_rate(lr, kl_mean, alg.desired_kl)
-        direction, opt_state = self.optimizer.update(grads, opt_state, params)
-        params = optax.apply_updates(params, jax.tree.map(lambda u: -lr * u, direction))
+        direction, opt_state = self.optimizer.update(grads, opt_state, trainable)
+        trainable = optax.apply_updates(trainable, jax.tree.map(lambda u: -lr * u, direction))
+        params, disc_params = self.split_trainable(trainable)
         params = clamp_std(params, self.model.noise_std_type, alg.clip_min_std)
+        trainable = params if disc_params is None else {"policy": params, "discriminator": disc_params}
         names = {
             "surrogate_loss": "surrogate",
             "value_loss": "value_function",
             "entropy": "entropy",
             "distillation_loss": "distillation",
+            **AMP_LOG_NAMES,
         }
         metrics = {names[k]: v for k, v in losses.items()}
         if "entropy" in metrics:
             metrics["entropy"] = -metrics["entropy"]
         metrics["kl"] = kl_mean
-        return (params, opt_state, lr), metrics
+        metrics |= {k: v for k, v in extra.items() if k.startswith("discriminator_accuracy")}
+        return (trainable, opt_state, lr), metrics
 
     def make_batch(
         self, train_state: TrainState, transitions: Transition, last_values: jax.Array
@@ -280,12 +359,13 @@ class PPOLearner:
                 transitions.rewards, transitions.values, transitions.dones, last_values, alg.gamma, alg.lam
             )
             if not alg.normalize_advantage_per_mini_batch:
-                advantages = normalize_advantages(advantages)
+                advantages = normalize_advantages(advantages, self.axis_name)
         else:  # DAgger: no returns
             advantages = returns = jnp.zeros_like(transitions.rewards)
         resets = jnp.concatenate([jnp.zeros_like(transitions.dones[:1]), transitions.dones[:-1]], axis=0)
+        obs = {k: v for k, v in transitions.obs.items() if k != AMP_GROUP}  # AMP reads its own fields
         batch = PPOBatch(
-            obs=normalize_groups(train_state.normalizers, transitions.obs, self.normalize_obs),
+            obs=normalize_groups(train_state.normalizers, obs, self.normalize_obs),
             hidden=transitions.initial_hidden if self.model.recurrent else {},
             resets=resets,
             actions=transitions.actions,
@@ -296,32 +376,75 @@ class PPOLearner:
             advantages=advantages,
             returns=returns,
             action_labels=transitions.action_labels,
+            amp_policy=transitions.amp_policy,
+            amp_expert=transitions.amp_expert,
         )
         if self.model.recurrent:
             return batch
         return batch.replace(**{f: merge_time_env(getattr(batch, f)) for f in PPOBatch.STEP_FIELDS})
 
+    def replay_draws(self, replay, key: jax.Array, idx: jax.Array, steps: int) -> jax.Array:
+        """One policy AMP observation per sample of the minibatch `idx`, from the ring of the
+        sample's env, keyed by (global env, step): `[T', B', D]` like the minibatch."""
+        n = self.env.num_envs
+        if self.model.recurrent:  # idx: envs; every step of each
+            env = jnp.broadcast_to(idx[None, :], (steps, idx.shape[0]))
+            step = jnp.broadcast_to(jnp.arange(steps)[:, None], env.shape)
+        else:  # idx: time-major columns t * N + n
+            env, step = (idx % n)[None, :], (idx // n)[None, :]
+        global_env = self.env_ids()[0] + env
+        keys = jax.vmap(lambda e, t: jax.random.fold_in(jax.random.fold_in(key, e), t))(
+            global_env.reshape(-1), step.reshape(-1)
+        )
+        draws = replay_draw(replay, keys, env.reshape(-1))
+        return draws.reshape(env.shape + draws.shape[-1:])
+
     def update(
-        self, train_state: TrainState, transitions: Transition, last_values: jax.Array, key: jax.Array
+        self,
+        train_state: TrainState,
+        transitions: Transition,
+        last_values: jax.Array,
+        key: jax.Array,
+        replay=None,
     ):
-        """GAE, then `num_learning_epochs` x `num_mini_batches` steps, as nested `lax.scan`s."""
+        """GAE, then `num_learning_epochs` x `num_mini_batches` steps, as nested `lax.scan`s.
+
+        Returns `(params, opt_state, lr, metrics, discriminator params or None)`.
+        """
         iteration = train_state.iteration
         alg = self.cfg.algorithm
         batch = self.make_batch(train_state, transitions, last_values)
-        num_columns = batch.advantages.shape[1]  # samples (feed-forward) or environments (recurrent)
+        # Columns: every sample (feed-forward) or whole environments (recurrent).
+        steps = transitions.rewards.shape[0]
+        steps_per_env = 1 if self.model.recurrent else steps
+        first_env = self.env_ids()[0]
+        replay_root = jax.random.fold_in(key, 1)
 
-        def epoch(carry, epoch_key):
+        def minibatch(carry, xs):
+            idx, replay_key = xs
+            mb = batch.select_columns(idx)
+            amp = None
+            if self.prior is not None:
+                amp = (train_state.amp.normalizers, self.replay_draws(replay, replay_key, idx, steps))
+            return self.minibatch_step(carry, mb, iteration, amp)
+
+        def epoch(carry, xs):
+            epoch_key, epoch_index = xs
             # A fresh order each epoch; each minibatch is gathered inside the scan, not materialised.
-            order = minibatch_indices(epoch_key, num_columns, alg.num_mini_batches)
-            return jax.lax.scan(
-                lambda c, idx: self.minibatch_step(c, batch.select_columns(idx), iteration), carry, order
+            order = minibatch_indices(
+                epoch_key, self.env.num_envs, steps_per_env, alg.num_mini_batches, first_env
             )
+            replay_keys = jax.random.split(jax.random.fold_in(replay_root, epoch_index), alg.num_mini_batches)
+            return jax.lax.scan(minibatch, carry, (order, replay_keys))
 
-        carry = (train_state.params, train_state.opt_state, train_state.learning_rate)
+        trainable = self.trainable(train_state.params, train_state.amp)
+        carry = (trainable, train_state.opt_state, train_state.learning_rate)
         keys = jax.random.split(key, alg.num_learning_epochs)
-        (params, opt_state, lr), metrics = jax.lax.scan(epoch, carry, keys)
+        epochs = jnp.arange(alg.num_learning_epochs, dtype=jnp.int32)
+        (trainable, opt_state, lr), metrics = jax.lax.scan(epoch, carry, (keys, epochs))
         metrics = jax.tree.map(jnp.mean, metrics)
-        return params, opt_state, lr, metrics
+        params, disc_params = self.split_trainable(trainable)
+        return params, opt_state, lr, metrics, disc_params
 
     def iteration(self, train_state: TrainState, rollout_state: RolloutState):
         """Advance the whole system by one PPO iteration; returns new states and scalar metrics."""
@@ -331,14 +454,29 @@ class PPOLearner:
         last_values = self.critic_value(
             train_state.params, train_state.normalizers, rollout_state.obs, rollout_state.hidden
         )
-        params, opt_state, lr, metrics = self.update(train_state, transitions, last_values, update_key)
+        replay = amp_state = None
+        if self.prior is not None:
+            # The rollout joins the replay first: the discriminator sees the newest behaviour too.
+            replay = replay_add(rollout_state.amp_replay, transitions.amp_policy)
+            rollout_state = rollout_state.replace(amp_replay=replay)
+        params, opt_state, lr, metrics, disc_params = self.update(
+            train_state, transitions, last_values, update_key, replay
+        )
         normalizers = train_state.normalizers
         if self.normalize_obs:
             # After the update, so the first ratio of the next update is exactly 1 (rsl_rl #225).
             until = self.cfg.runner.normalizer_until
             normalizers = {
-                k: update_normalizer(normalizers[k], transitions.obs[k], until) for k in normalizers
+                k: update_normalizer(normalizers[k], transitions.obs[k], until, self.axis_name)
+                for k in normalizers
             }
+        if self.prior is not None:
+            amp_state = self.prior.update_normalizers(
+                train_state.amp.replace(params=disc_params),
+                transitions.amp_policy,
+                transitions.amp_expert,
+                self.axis_name,
+            )
         new_train_state = train_state.replace(
             params=params,
             opt_state=opt_state,
@@ -346,18 +484,27 @@ class PPOLearner:
             learning_rate=lr,
             key=key,
             iteration=train_state.iteration + 1,
+            amp=amp_state,
         )
-        stats, teacher = split_teacher_stats(stats, transitions.rewards.size)
+        stats, teacher = split_teacher_stats(stats, self.num_samples(transitions))
         if self.guidance is not None:
             teacher["teacher_act_prob"] = self.guidance.act_prob(train_state.iteration)
+        if "style_reward_sum" in stats:
+            stats = dict(stats)
+            stats["mean_style_reward"] = stats.pop("style_reward_sum") / self.num_samples(transitions)
+            stats["mean_task_reward"] = stats["reward_sum"] / self.num_samples(transitions)
         metrics = {
             **metrics,
             **stats,
             **teacher,
             "learning_rate": lr,
-            "mean_noise_std": jnp.mean(transitions.std[-1]),
+            "mean_noise_std": pmean(jnp.mean(transitions.std[-1]), self.axis_name),
         }
         return new_train_state, rollout_state, metrics
+
+    def num_samples(self, transitions: Transition) -> jax.Array:
+        """Steps collected this iteration on all devices."""
+        return psum(jnp.asarray(transitions.rewards.size, jnp.float32), self.axis_name)
 
     # ---- evaluation --------------------------------------------------------------------
     def evaluate(self, eval_env: BraxVecEnv, params, normalizers, key: jax.Array):
@@ -444,27 +591,24 @@ def make_teacher_guidance(env: BraxVecEnv, cfg: TrainConfig) -> TeacherGuidance:
 def make_learner(env: BraxVecEnv, cfg: TrainConfig):
     """The learner for `algorithm.class_name`: PPO, TPPO (PPO + teacher guidance) or Distillation.
 
-    Each has `init`, `iteration`, `evaluate` and `optimizer`; a teacher is loaded (and checked
-    against the env) here, before anything is compiled.
+    APPO and ATPPO are PPO and TPPO with a `MotionPrior`. Each has `init`, `iteration`,
+    `evaluate` and `optimizer`; a teacher and motion files are loaded (and checked against the
+    env) here, before anything is compiled.
     """
     name = cfg.algorithm.class_name
-    if name == "PPO":
-        return make_ppo_learner(env, cfg)
+    prior = make_motion_prior(env, cfg) if name in ("APPO", "ATPPO") else None
+    if name in ("PPO", "APPO"):
+        return make_ppo_learner(env, cfg).replace(prior=prior)
     guidance = make_teacher_guidance(env, cfg)
-    if name == "TPPO":
-        return make_ppo_learner(env, cfg).replace(guidance=guidance)
+    if name in ("TPPO", "ATPPO"):
+        return make_ppo_learner(env, cfg).replace(guidance=guidance, prior=prior)
     if name == "Distillation":
         from strl_jax.train_loops.distillation import make_distillation_learner  # it builds on this module
 
         return make_distillation_learner(env, cfg, guidance)
-    raise ValueError(f"unknown algorithm.class_name {name!r}; valid choices: PPO, TPPO, Distillation")
-
-
-def jit_iteration(
-    learner: PPOLearner,
-) -> Callable[[TrainState, RolloutState], tuple[TrainState, RolloutState, Any]]:
-    """The compiled iteration; both states are donated so their buffers are reused in place."""
-    return jax.jit(learner.iteration, donate_argnums=(0, 1))
+    raise ValueError(
+        f"unknown algorithm.class_name {name!r}; valid choices: PPO, TPPO, Distillation, APPO, ATPPO"
+    )
 
 
 def jit_evaluate(learner: PPOLearner, eval_env: BraxVecEnv):

@@ -20,6 +20,15 @@ TENSORBOARD_TAGS = {
     "teacher_act_prob": "Train/teacher_act_prob",
     "teacher_act_fraction": "Train/teacher_act_fraction",
     "action_error": "Policy/action_error",
+    "discriminator_expert": "Loss/discriminator_expert",
+    "discriminator_policy": "Loss/discriminator_policy",
+    "discriminator_grad_pen": "Loss/discriminator_grad_pen",
+    "discriminator_accuracy_expert": "Loss/discriminator_accuracy_expert",
+    "discriminator_accuracy_policy": "Loss/discriminator_accuracy_policy",
+    "mimic": "Loss/mimic",
+    "dagger": "Loss/dagger",
+    "mean_style_reward": "Train/mean_style_reward",
+    "mean_task_reward": "Train/mean_task_reward",
     "mean_noise_std": "Policy/mean_noise_std",
     "fps": "Perf/total_fps",
     "iteration_time": "Perf/iteration_time",
@@ -44,6 +53,15 @@ LEARNER_SCALARS = (
     "teacher_act_prob",
     "teacher_act_fraction",
     "action_error",
+    "discriminator_expert",
+    "discriminator_policy",
+    "discriminator_grad_pen",
+    "discriminator_accuracy_expert",
+    "discriminator_accuracy_policy",
+    "mimic",
+    "dagger",
+    "mean_style_reward",
+    "mean_task_reward",
 )
 
 TIME_KEYS = ("wall_time", "fps", "iteration_time", "collection_time", "learning_time")
@@ -57,22 +75,35 @@ def format_duration(seconds: float) -> str:
 
 
 class RunLogger:
-    """Writes one row per logged iteration to `metrics.jsonl` and TensorBoard, and talks to the console."""
+    """Writes one row per logged iteration to `metrics.jsonl` and TensorBoard, and talks to the console.
 
-    def __init__(self, log_dir: Path, max_iterations: int, start_iteration: int = 0, verbose: bool = True):
+    `enabled=False` (every process but the first of a multi-host run) writes and prints nothing.
+    """
+
+    def __init__(
+        self,
+        log_dir: Path,
+        max_iterations: int,
+        start_iteration: int = 0,
+        verbose: bool = True,
+        enabled: bool = True,
+    ):
         from tensorboardX import SummaryWriter
 
         self.log_dir = Path(log_dir)
         self.max_iterations = max_iterations
         self.start_iteration = start_iteration
-        self.verbose = verbose
-        self.writer = SummaryWriter(str(self.log_dir), flush_secs=10)
-        self.jsonl = open(self.log_dir / "metrics.jsonl", "a", buffering=1)  # noqa: SIM115 - closed in close()
+        self.enabled = enabled
+        self.verbose = verbose and enabled
+        self.writer = SummaryWriter(str(self.log_dir), flush_secs=10) if enabled else None
+        self.jsonl = open(self.log_dir / "metrics.jsonl", "a", buffering=1) if enabled else None  # noqa: SIM115 - closed in close()
         self.start_time = time.time()
-        self.show_progress = verbose and sys.stderr.isatty()
+        self.show_progress = self.verbose and sys.stderr.isatty()
 
     def write(self, row: dict[str, Any]) -> None:
         """Append a row (must hold `iteration` and `env_steps`) to every sink."""
+        if not self.enabled:
+            return
         self.jsonl.write(json.dumps(row, sort_keys=False) + "\n")
         step = int(row["env_steps"])
         for key, value in row.items():
@@ -129,6 +160,13 @@ class RunLogger:
             ("distillation", "Mean distillation loss:"),
             ("teacher_act_prob", "Teacher act probability:"),
             ("action_error", "Student-teacher action error:"),
+            ("discriminator_expert", "Discriminator expert loss:"),
+            ("discriminator_policy", "Discriminator policy loss:"),
+            ("discriminator_grad_pen", "Discriminator gradient penalty:"),
+            ("discriminator_accuracy_expert", "Discriminator accuracy (expert):"),
+            ("discriminator_accuracy_policy", "Discriminator accuracy (policy):"),
+            ("mean_style_reward", "Mean style reward:"),
+            ("mean_task_reward", "Mean task reward:"),
             ("learning_rate", "Learning rate:"),
             ("mean_reward", "Mean reward:"),
             ("mean_episode_length", "Mean episode length:"),
@@ -152,5 +190,6 @@ class RunLogger:
     def close(self) -> None:
         if self.show_progress:
             sys.stderr.write("\n")
-        self.jsonl.close()
-        self.writer.close()
+        if self.enabled:
+            self.jsonl.close()
+            self.writer.close()

@@ -23,7 +23,7 @@ import jax
 import numpy as np
 import yaml
 
-from strl_jax.configs.loader import config_to_dict
+from strl_jax.configs.loader import AMP_ALGORITHMS, config_to_dict
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.brax_env import BraxVecEnv, make_env_from_config
 from strl_jax.train_loops.checkpoint import (
@@ -35,7 +35,16 @@ from strl_jax.train_loops.checkpoint import (
     save_checkpoint,
     supersede_after,
 )
-from strl_jax.train_loops.iteration import PPOLearner, jit_evaluate, jit_iteration, make_learner
+from strl_jax.train_loops.devices import (
+    ShardedPrograms,
+    any_process,
+    is_primary,
+    local_copy,
+    make_env_mesh,
+    shard_programs,
+    sync_processes,
+)
+from strl_jax.train_loops.iteration import PPOLearner, jit_evaluate, make_learner
 from strl_jax.train_loops.logging import LEARNER_SCALARS, RunLogger
 
 # Config fields only the host loop reads: runs that differ only in these share compiled programs
@@ -72,13 +81,18 @@ class TrainResult:
 
 @dataclasses.dataclass(frozen=True)
 class Programs:
-    """The env, the learner and the compiled functions of one config."""
+    """The env, the learner and the compiled functions of one config.
+
+    `init` and `iteration` run sharded over `sharded.mesh` (a mesh of one device included);
+    `evaluate` runs on one device with local copies of the params.
+    """
 
     env: BraxVecEnv
     learner: PPOLearner
     init: Any
     iteration: Any
     evaluate: Any
+    sharded: ShardedPrograms
 
 
 _PROGRAMS: dict[str, Programs] = {}
@@ -92,15 +106,17 @@ def build_programs(cfg: TrainConfig) -> Programs:
         data["runner"].pop(name)
     key = json.dumps(data, sort_keys=True, default=str)
     if key not in _PROGRAMS:
-        env = make_env_from_config(cfg.env)
+        env = make_env_from_config(cfg.env, amp=cfg.algorithm.class_name in AMP_ALGORITHMS)
         learner = make_learner(env, cfg)
         eval_env = env.replace(num_envs=cfg.runner.num_eval_envs)  # building a brax env takes seconds
+        sharded = shard_programs(learner, cfg, make_env_mesh(cfg.runner.num_devices))
         _PROGRAMS[key] = Programs(
             env=env,
             learner=learner,
-            init=jax.jit(learner.init),
-            iteration=jit_iteration(learner),
+            init=sharded.init,
+            iteration=sharded.iteration,
             evaluate=jit_evaluate(learner, eval_env),
+            sharded=sharded,
         )
     return _PROGRAMS[key]
 
@@ -208,10 +224,16 @@ def _initial_state(
     if resume:
         train_abs, rollout_abs = jax.eval_shape(programs.init, init_key)
         abstract = {"train_state": train_abs, "rollout_state": rollout_abs}
-        state, meta, step = restore_checkpoint(manager, abstract, checkpoint)
-        supersede_after(manager, log_dir, step)
-        truncate_metrics(log_dir / "metrics.jsonl", step)
-        state = jax.device_put(state)
+        shardings = {
+            "train_state": programs.sharded.train_sharding,
+            "rollout_state": programs.sharded.rollout_sharding,
+        }
+        state, meta, step = restore_checkpoint(manager, abstract, checkpoint, shardings)
+        if is_primary():
+            supersede_after(manager, log_dir, step)
+            truncate_metrics(log_dir / "metrics.jsonl", step)
+        sync_processes("strl_jax_resume")
+        manager.reload()
         return state["train_state"], state["rollout_state"], meta["window"], float(meta["wall_time"])
     if manager.all_steps():
         raise CheckpointError(
@@ -224,14 +246,18 @@ def _initial_state(
     abstract, _ = jax.eval_shape(programs.init, init_key)
     params, normalizers, _ = load_params_and_normalizers(load, abstract)  # checked before compiling init
     train_state, rollout_state = programs.init(init_key)
-    train_state = warm_start(train_state, params, normalizers, programs.learner.optimizer)
+    train_state = warm_start(train_state, params, normalizers, programs)
     return train_state, rollout_state, _empty_window(), 0.0
 
 
-def warm_start(train_state: Any, params: Any, normalizers: Any, optimizer) -> Any:
+def warm_start(train_state: Any, params: Any, normalizers: Any, programs: Programs) -> Any:
     """Another run's params and normalisers with a fresh optimiser, learning rate and counters."""
-    params, normalizers = jax.device_put((params, normalizers))
-    return train_state.replace(params=params, normalizers=normalizers, opt_state=optimizer.init(params))
+    shardings = programs.sharded.train_sharding
+    place = lambda x, s: jax.make_array_from_callback(np.shape(x), s, lambda idx: np.asarray(x)[idx])  # noqa: E731
+    params = jax.tree.map(place, params, shardings.params)
+    normalizers = jax.tree.map(place, normalizers, shardings.normalizers)
+    opt_state = jax.jit(programs.learner.optimizer.init, out_shardings=shardings.opt_state)(params)
+    return train_state.replace(params=params, normalizers=normalizers, opt_state=opt_state)
 
 
 def train(
@@ -264,13 +290,17 @@ def train(
     except BaseException:
         manager.close()
         raise
-    (log_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
+    primary = is_primary()
+    if primary:
+        (log_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
     _, eval_key = run_keys(cfg)
     start_iteration = int(train_state.iteration)
     iteration = start_iteration
     saved = start_iteration if resume else None
     runner = cfg.runner
-    logger = RunLogger(log_dir, runner.max_iterations, start_iteration=start_iteration, verbose=verbose)
+    logger = RunLogger(
+        log_dir, runner.max_iterations, start_iteration=start_iteration, verbose=verbose, enabled=primary
+    )
     stop = StopRequest().install() if handle_signals else StopRequest()
     rows: list[dict[str, Any]] = []
     start = last = time.time()
@@ -280,14 +310,15 @@ def train(
         while iteration < runner.max_iterations and stop.signal_name is None:
             train_state, rollout_state, metrics = programs.iteration(train_state, rollout_state)
             iteration += 1
-            metrics = jax.device_get(metrics)
+            metrics = jax.device_get(local_copy(metrics))
             now = time.time()
             _accumulate(window, metrics)
             is_last = iteration == runner.max_iterations
             if iteration % runner.log_interval == 0 or is_last:
                 wall = wall_offset + now - start
                 row = _row_from_metrics(iteration, cfg, metrics, window, wall, now - last)
-                if runner.eval_interval > 0 and (iteration % runner.eval_interval == 0 or is_last):
+                evaluating = runner.eval_interval > 0 and (iteration % runner.eval_interval == 0 or is_last)
+                if primary and evaluating:
                     row.update(evaluate(programs, train_state, eval_key, iteration))
                     row["wall_time"] = round(wall_offset + time.time() - start, 4)
                 logger.write(row)
@@ -297,7 +328,10 @@ def train(
                 window = _empty_window()
             logger.progress(iteration)
             periodic = runner.save_interval > 0 and iteration % runner.save_interval == 0
-            if periodic or is_last or stop.signal_name is not None:
+            stopping = any_process(stop.signal_name is not None)
+            if stopping and stop.signal_name is None:
+                stop.signal_name = "stop on another process"
+            if periodic or is_last or stopping:
                 elapsed = wall_offset + time.time() - start
                 meta = {"window": window, "wall_time": elapsed, "config": config_to_dict(cfg)}
                 state = {"train_state": train_state, "rollout_state": rollout_state}
@@ -321,7 +355,8 @@ def train(
 def evaluate(programs: Programs, train_state: Any, eval_key: jax.Array, iteration: int) -> dict[str, float]:
     """Deterministic evaluation after `iteration`, keyed by the iteration (not by host history)."""
     key = jax.random.fold_in(eval_key, iteration)
-    result = jax.device_get(programs.evaluate(train_state.params, train_state.normalizers, key))
+    params, normalizers = local_copy((train_state.params, train_state.normalizers))
+    result = jax.device_get(programs.evaluate(params, normalizers, key))
     return {
         "eval_reward": float(result["episode_reward"]),
         "eval_episode_length": float(result["episode_length"]),

@@ -22,6 +22,7 @@ class TrainState:
     key: jax.Array
     iteration: jax.Array  # int32 scalar: completed iterations
     teacher: Any = None  # TPPO / Distillation: the frozen teacher's TeacherState; None for PPO
+    amp: Any = None  # APPO / ATPPO: discriminator params and AMP normalisers (AmpState)
 
 
 @struct.dataclass
@@ -36,3 +37,4 @@ class RolloutState:
     episode_metrics: dict[str, jax.Array]  # [N] running sums of the env's per-step metrics
     hidden: dict[str, Any]  # recurrent policies: {"actor": h, "critic": h}; {} otherwise
     teacher: Any = None  # TPPO / Distillation: TeacherRolloutState (who acts, teacher memory); None for PPO
+    amp_replay: Any = None  # APPO / ATPPO: per-env rings of policy AMP observations (PolicyReplay)

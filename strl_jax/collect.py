@@ -1,0 +1,407 @@
+"""`python -m strl_jax.collect <log_dir> --out DIR`: record a trained policy's motion as a dataset.
+
+st_rl's DemonstrationSaver: many environments run the policy of a checkpoint (its mean action, or
+samples with `--sample_actions`) in jitted chunks of steps; each finished episode becomes one
+trajectory file in the strl_jax motion dataset format (`strl_jax.buffers.motion_files`): AMP frames
+of the task's components plus the policy observations, executed actions, rewards and done flags.
+Collection stops once the dataset holds at least `--min_timesteps` steps and `--min_episodes`
+trajectories.
+
+- `--success_traj_only` keeps only episodes that reached the time limit and drops those that
+  terminated early (failures), as st_rl does.
+- Only finished episodes are written; the ones still running when collection stops are dropped.
+- An existing dataset in DIR is continued, not overwritten: its trajectories are counted, new
+  files continue the numbering, and `metadata.json` records each collection session. Each session
+  draws its own initial states, so a continued dataset does not repeat the episodes it holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from strl_jax.buffers.motion_files import (
+    DATASET_FORMAT,
+    METADATA_FILE,
+    MotionFileError,
+    read_metadata,
+    trajectory_files,
+    write_json_atomic,
+    write_trajectory,
+)
+
+TRAJ_PREFIX = "traj_"
+DEFAULT_CHUNK_STEPS = 200
+
+
+class CollectError(Exception):
+    """A collection that cannot start or continue; the message says why."""
+
+
+class CollectionIncomplete(CollectError):
+    """`max_env_steps` ran out before the dataset met its minimums (what was found is saved)."""
+
+
+@dataclasses.dataclass
+class DatasetProgress:
+    """What the output folder holds so far."""
+
+    next_index: int
+    num_trajectories: int
+    num_timesteps: int
+    metadata: dict
+
+
+def _traj_index(path: Path) -> int | None:
+    stem = path.stem
+    if stem.startswith(TRAJ_PREFIX) and stem[len(TRAJ_PREFIX) :].isdigit():
+        return int(stem[len(TRAJ_PREFIX) :])
+    return None
+
+
+def open_dataset(out: Path, identity: dict) -> DatasetProgress:
+    """Create `out`, or count what an earlier collection left there and check it fits `identity`
+    (task, AMP components and frame duration)."""
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        out.mkdir(parents=True, exist_ok=True)
+        return DatasetProgress(0, 0, 0, {})
+    if not out.is_dir():
+        raise CollectError(f"--out {str(out)!r} is a file; give a folder")
+    if not (out / METADATA_FILE).is_file():
+        raise CollectError(
+            f"--out {str(out)!r} is not empty and holds no {METADATA_FILE}; "
+            "give a new or empty folder, or a dataset written by strl_jax.collect"
+        )
+    try:
+        meta = read_metadata(out)
+    except MotionFileError as err:
+        raise CollectError(str(err)) from None
+    if meta.get("format") != DATASET_FORMAT:
+        raise CollectError(
+            f"{out / METADATA_FILE} is not a {DATASET_FORMAT} dataset (format {meta.get('format')!r})"
+        )
+    for key, value in identity.items():
+        if key in meta and meta[key] != value:
+            raise CollectError(
+                f"cannot continue the dataset in {str(out)!r}: its {key} is {meta[key]!r} but this "
+                f"collection's is {value!r}; use another --out folder"
+            )
+    files = [p for p in trajectory_files(out) if _traj_index(p) is not None]
+    steps = 0
+    for path in files:
+        try:
+            with np.load(path) as npz:
+                steps += int(npz["amp_obs"].shape[0]) - 1
+        except (OSError, ValueError, KeyError) as err:
+            raise CollectError(f"cannot read {path} of the existing dataset: {err}") from None
+    next_index = max((_traj_index(p) for p in files), default=-1) + 1
+    return DatasetProgress(next_index, len(files), steps, meta)
+
+
+def make_chunk_rollout(env, cfg, chunk_steps: int, sample_actions: bool) -> Callable:
+    """Jitted `(params, normalizers, carry, key) -> (carry, per-step arrays [C, N, ...])`.
+
+    carry = (env state, observation groups, policy hidden state). The per-step arrays hold the
+    observation each step acted on (its AMP frame included), the executed action, reward,
+    terminated/truncated flags and the AMP frame of the state the step reached before any reset.
+    """
+    from strl_jax.inference import get_acting_policy
+    from strl_jax.networks.gaussian import gaussian_sample
+    from strl_jax.networks.memory import reset_hidden
+    from strl_jax.networks.normalizer import normalize
+    from strl_jax.networks.policy import make_policy_model
+
+    clip = cfg.env.clip_actions
+
+    def act(params, normalizers, obs, hidden, key):
+        if not sample_actions:
+            return get_acting_policy(cfg, params, normalizers).step(obs, hidden)
+        model = make_policy_model(env.action_size, cfg.policy)
+        x = normalize(normalizers["policy"], obs) if cfg.runner.empirical_normalization else obs
+        groups = {"actor": hidden} if model.recurrent else {}
+        mean, std, groups = model.distribution(params, {"policy": x}, groups)
+        action = gaussian_sample(key, mean, std)
+        action = jnp.clip(action, -clip, clip) if clip is not None else action
+        return action, groups["actor"] if model.recurrent else hidden
+
+    def rollout(params, normalizers, carry, key):
+        def step(carry, key):
+            env_state, obs, hidden = carry
+            action, hidden = act(params, normalizers, obs["policy"], hidden, key)
+            env_state, res = env.step(env_state, action)
+            hidden = reset_hidden(hidden, res.terminated | res.truncated)
+            record = {
+                "obs": obs["policy"],
+                "critic_obs": obs["critic"],
+                "amp_obs": obs["amp"],
+                "final_amp_obs": res.final_obs["amp"],
+                "actions": action,
+                "rewards": res.reward,
+                "terminated": res.terminated,
+                "truncated": res.truncated,
+            }
+            return (env_state, res.obs, hidden), record
+
+        return jax.lax.scan(step, carry, jax.random.split(key, chunk_steps))
+
+    return jax.jit(rollout)
+
+
+class TrajectoryCutter:
+    """Per-env pieces of the running episodes; hands out each episode when it ends."""
+
+    def __init__(self, num_envs: int):
+        self.pieces: list[list[dict[str, np.ndarray]]] = [[] for _ in range(num_envs)]
+
+    def feed(self, chunk: dict[str, np.ndarray]) -> list[tuple[int, int, dict[str, np.ndarray]]]:
+        """Finished episodes of a `[C, N, ...]` chunk as `(end step in chunk, env, arrays)`."""
+        done = chunk["terminated"] | chunk["truncated"]
+        finished = []
+        for env_i in range(done.shape[1]):
+            start = 0
+            for t in np.flatnonzero(done[:, env_i]):
+                piece = {k: v[start : t + 1, env_i] for k, v in chunk.items()}
+                parts = self.pieces[env_i] + [piece]
+                self.pieces[env_i] = []
+                episode = {k: np.concatenate([p[k] for p in parts]) for k in piece}
+                finished.append((int(t), env_i, episode))
+                start = t + 1
+            if start < done.shape[0]:
+                self.pieces[env_i].append({k: v[start:, env_i] for k, v in chunk.items()})
+        finished.sort(key=lambda item: (item[0], item[1]))
+        return finished
+
+
+def trajectory_arrays(episode: dict[str, np.ndarray], keep_critic_obs: bool) -> dict[str, np.ndarray]:
+    """The file content of one episode: T + 1 AMP frames (the last one the pre-reset state)."""
+    arrays = {
+        "amp_obs": np.concatenate([episode["amp_obs"], episode["final_amp_obs"][-1:]]).astype(np.float32),
+        "obs": episode["obs"].astype(np.float32),
+        "actions": episode["actions"].astype(np.float32),
+        "rewards": episode["rewards"].astype(np.float32),
+        "dones": np.zeros(len(episode["rewards"]), np.uint8),
+        "timeouts": episode["truncated"].astype(np.uint8),
+    }
+    arrays["dones"][-1] = 1
+    if keep_critic_obs:
+        arrays["critic_obs"] = episode["critic_obs"].astype(np.float32)
+    return arrays
+
+
+def collect(
+    log_dir: str | Path,
+    out: str | Path,
+    checkpoint: int | None = None,
+    num_envs: int = 64,
+    min_timesteps: int = 10_000,
+    min_episodes: int = 0,
+    success_traj_only: bool = False,
+    sample_actions: bool = False,
+    seed: int = 0,
+    amp_obs_components: Sequence[str] | None = None,
+    max_env_steps: int | None = None,
+    chunk_steps: int | None = None,
+    log: Callable[[str], Any] = print,
+) -> dict:
+    """Collect until the dataset in `out` meets both minimums; returns its metadata.
+
+    `amp_obs_components` default: the run's `env.amp_obs_components`, else the task's default.
+    `max_env_steps` bounds the policy steps per env of this session (a policy that never succeeds
+    with `success_traj_only` would otherwise run forever); running out raises
+    `CollectionIncomplete` after the trajectories found so far are saved.
+    """
+    from strl_jax.envs.amp_obs import WithAmpObservation, amp_observation_size, resolve_components
+    from strl_jax.inference import load_policy
+
+    out = Path(out)
+    loaded = load_policy(log_dir, checkpoint)
+    cfg = loaded.cfg
+    task = cfg.env.task
+    components = amp_obs_components if amp_obs_components is not None else cfg.env.amp_obs_components
+    try:
+        components = resolve_components(task, components)
+    except ValueError as err:
+        raise CollectError(str(err)) from None
+    env = loaded.env.replace(
+        num_envs=num_envs, observe=WithAmpObservation(loaded.env.observe, task, tuple(components))
+    )
+    frame_duration = float(env.env.dt) * env.action_repeat
+    identity = {
+        "format": DATASET_FORMAT,
+        "task": task,
+        "backend": cfg.env.backend,
+        "amp_obs_components": list(components),
+        "frame_duration": frame_duration,
+    }
+    progress = open_dataset(out, identity)
+    options = {
+        "num_envs": num_envs,
+        "min_timesteps": min_timesteps,
+        "min_episodes": min_episodes,
+        "success_traj_only": success_traj_only,
+        "sample_actions": sample_actions,
+        "seed": seed,
+    }
+    sessions = list(progress.metadata.get("sessions", []))
+    session = {
+        "source_run": str(Path(log_dir).resolve()),
+        "checkpoint": loaded.step,
+        "options": options,
+        "added_trajectories": 0,
+        "added_timesteps": 0,
+        "finished_episodes": 0,
+        "env_steps": 0,
+    }
+    keep_critic_obs = cfg.env.obs_groups.get("policy") != cfg.env.obs_groups.get("critic")
+
+    def metadata() -> dict:
+        return {
+            **progress.metadata,
+            **identity,
+            "weight": progress.metadata.get("weight", 1.0),
+            "amp_obs_dim": amp_observation_size(task, components),
+            "episode_length": cfg.env.episode_length,
+            "source_run": session["source_run"],
+            "checkpoint": loaded.step,
+            "options": options,
+            "num_trajectories": progress.num_trajectories,
+            "num_timesteps": progress.num_timesteps,
+            "sessions": sessions + [session],
+        }
+
+    def targets_met() -> bool:
+        return progress.num_timesteps >= min_timesteps and progress.num_trajectories >= min_episodes
+
+    if targets_met():
+        log(
+            f"{out} already holds {progress.num_trajectories} trajectories / {progress.num_timesteps} "
+            f"steps (targets {min_episodes} / {min_timesteps}); nothing to collect"
+        )
+        return progress.metadata
+    chunk = chunk_steps or min(cfg.env.episode_length, DEFAULT_CHUNK_STEPS)
+    rollout = make_chunk_rollout(env, cfg, chunk, sample_actions)
+    # Another session (or files left by an interrupted one) -> other initial states and samples.
+    key = jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), len(sessions)), progress.next_index)
+    reset_key, key = jax.random.split(key)
+    env_state, obs = env.reset(reset_key)
+    # Committed like the rollout's own outputs, so the second chunk does not compile a second program.
+    carry = jax.device_put((env_state, obs, loaded.acting().initial_hidden(num_envs)), jax.devices()[0])
+    cutter = TrajectoryCutter(num_envs)
+    start = time.time()
+    chunk_i = 0
+    while not targets_met():
+        if max_env_steps is not None and session["env_steps"] >= max_env_steps:
+            write_json_atomic(out / METADATA_FILE, metadata())
+            raise CollectionIncomplete(
+                f"stopped after {session['env_steps']} steps per env (--max_env_steps) with "
+                f"{progress.num_trajectories} trajectories / {progress.num_timesteps} steps in {out}; "
+                f"{session['finished_episodes']} episodes finished this session"
+                + (" (those that terminated early are not kept)" if success_traj_only else "")
+            )
+        carry, record = rollout(loaded.params, loaded.normalizers, carry, jax.random.fold_in(key, chunk_i))
+        chunk_i += 1
+        session["env_steps"] += chunk
+        for _, _, episode in cutter.feed(jax.device_get(record)):
+            session["finished_episodes"] += 1
+            if success_traj_only and not episode["truncated"][-1]:
+                continue
+            arrays = trajectory_arrays(episode, keep_critic_obs)
+            write_trajectory(out / f"{TRAJ_PREFIX}{progress.next_index:06d}.npz", arrays)
+            steps = len(arrays["actions"])
+            progress.next_index += 1
+            progress.num_trajectories += 1
+            progress.num_timesteps += steps
+            session["added_trajectories"] += 1
+            session["added_timesteps"] += steps
+            if targets_met():
+                break
+        write_json_atomic(out / METADATA_FILE, metadata())
+        log(
+            f"[{time.time() - start:6.1f}s] {progress.num_trajectories}/{min_episodes} trajectories, "
+            f"{progress.num_timesteps}/{min_timesteps} steps ({session['finished_episodes']} episodes "
+            f"finished this session)"
+        )
+    return metadata()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m strl_jax.collect",
+        description="Roll out a trained policy and save its episodes as a motion dataset "
+        "(st_rl DemonstrationSaver).",
+    )
+    parser.add_argument("log_dir", help="run folder (or checkpoints folder, or one checkpoint step folder)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="dataset folder (continued if it exists)")
+    parser.add_argument("--checkpoint", type=int, metavar="N", help="checkpoint step (default: newest)")
+    parser.add_argument("--num_envs", type=int, default=64, help="parallel environments (default 64)")
+    parser.add_argument(
+        "--min_timesteps", type=int, default=10_000, help="stop at this many steps (default 1e4)"
+    )
+    parser.add_argument(
+        "--min_episodes", type=int, default=0, help="... and this many trajectories (default 0)"
+    )
+    parser.add_argument(
+        "--success_traj_only",
+        action="store_true",
+        help="keep only episodes that reach the time limit (drop early terminations)",
+    )
+    parser.add_argument(
+        "--sample_actions",
+        action="store_true",
+        help="sample actions from the policy's Gaussian instead of taking its mean",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of initial states and samples")
+    parser.add_argument(
+        "--amp_obs_components",
+        metavar="A,B,...",
+        help="AMP frame components (default: the run's env.amp_obs_components or the task's)",
+    )
+    parser.add_argument(
+        "--max_env_steps", type=int, metavar="N", help="give up after N steps per env (default: no limit)"
+    )
+    args = parser.parse_args(argv)
+    for flag in ("num_envs",):
+        if getattr(args, flag) < 1:
+            print(f"error: --{flag} must be at least 1", file=sys.stderr)
+            return 2
+    for flag in ("min_timesteps", "min_episodes"):
+        if getattr(args, flag) < 0:
+            print(f"error: --{flag} must be >= 0", file=sys.stderr)
+            return 2
+
+    from strl_jax.configs.loader import ConfigError
+    from strl_jax.train_loops.checkpoint import CheckpointError
+
+    components = args.amp_obs_components.split(",") if args.amp_obs_components else None
+    try:
+        meta = collect(
+            args.log_dir,
+            args.out,
+            checkpoint=args.checkpoint,
+            num_envs=args.num_envs,
+            min_timesteps=args.min_timesteps,
+            min_episodes=args.min_episodes,
+            success_traj_only=args.success_traj_only,
+            sample_actions=args.sample_actions,
+            seed=args.seed,
+            amp_obs_components=components,
+            max_env_steps=args.max_env_steps,
+        )
+    except (CheckpointError, ConfigError, CollectError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1 if isinstance(err, CollectionIncomplete) else 2
+    print(f"{args.out}: {meta['num_trajectories']} trajectories, {meta['num_timesteps']} steps")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

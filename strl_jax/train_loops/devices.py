@@ -1,0 +1,166 @@
+"""Devices and hosts: the env mesh, the sharded programs and the multi-host runtime.
+
+The learner's `init` and `iteration` run under `jax.jit` + `jax.shard_map` over a one-axis mesh
+(`ENV_AXIS`) of every device of every process: each device steps `num_envs / devices`
+environments and holds their rollout, while params, optimiser, normalisers and RNG key are
+replicated and kept identical by averaging gradients, KL and statistics across the axis (see
+`strl_jax.collectives`). A single device is a mesh of one. Evaluation runs on one local device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from strl_jax.buffers.minibatch import env_block_size
+from strl_jax.collectives import ENV_AXIS
+from strl_jax.configs.loader import ConfigError
+from strl_jax.configs.schema import TrainConfig
+
+REPLICATED = PartitionSpec()
+
+
+def make_env_mesh(num_devices: int | None = None) -> Mesh:
+    """A mesh over the first `num_devices` of all processes' devices (all of them by default)."""
+    devices = jax.devices()
+    if num_devices is not None:
+        if not 1 <= num_devices <= len(devices):
+            raise ConfigError(
+                f"runner.num_devices={num_devices}, but {len(devices)} devices are available "
+                f"({jax.process_count()} process(es) x {jax.local_device_count()} local devices)"
+            )
+        if jax.process_count() > 1 and num_devices != len(devices):
+            raise ConfigError("a multi-process run uses every device: leave runner.num_devices unset")
+        devices = devices[:num_devices]
+    return Mesh(np.asarray(devices), (ENV_AXIS,))
+
+
+def check_env_split(cfg: TrainConfig, mesh: Mesh) -> int:
+    """Environments per device; clear errors when they cannot be split evenly."""
+    num_devices = mesh.size
+    num_envs = cfg.env.num_envs
+    if num_envs % num_devices:
+        raise ConfigError(f"env.num_envs={num_envs} must be a multiple of the {num_devices} devices")
+    local = num_envs // num_devices
+    alg = cfg.algorithm
+    if alg.class_name != "Distillation":
+        steps = 1 if cfg.policy.class_name == "ActorCriticRecurrent" else cfg.runner.num_steps_per_env
+        block = env_block_size(steps, alg.num_mini_batches)
+        if local % block:
+            raise ConfigError(
+                f"env.num_envs / devices = {local} must be a multiple of {block} for "
+                f"algorithm.num_mini_batches={alg.num_mini_batches} (every device's envs split "
+                "evenly over the minibatches)"
+            )
+    return local
+
+
+def rollout_specs(rollout_state: Any) -> Any:
+    """PartitionSpecs of a RolloutState: the env axis is first, except in recurrent memories
+    (`[layers, N, hidden]`, torch's layout), where it is second."""
+
+    def spec(path, _leaf):
+        in_memory = any(getattr(k, "name", getattr(k, "key", None)) == "hidden" for k in path)
+        return PartitionSpec(None, ENV_AXIS) if in_memory else PartitionSpec(ENV_AXIS)
+
+    return jax.tree_util.tree_map_with_path(spec, rollout_state)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardedPrograms:
+    """`init(key)` and the donating `iteration(train_state, rollout_state)` over `mesh`, and the
+    shardings a restored state must be placed with."""
+
+    mesh: Mesh
+    init: Any
+    iteration: Any
+    train_sharding: Any  # pytree of NamedSharding like the TrainState
+    rollout_sharding: Any  # pytree of NamedSharding like the RolloutState
+
+
+def shard_programs(learner: Any, cfg: TrainConfig, mesh: Mesh) -> ShardedPrograms:
+    """Compile-ready sharded programs of `learner` (built for the global env count)."""
+    local = learner.shard(learner.env.replace(num_envs=check_env_split(cfg, mesh)), ENV_AXIS)
+    train_abs, rollout_abs = jax.eval_shape(learner.init, jax.random.PRNGKey(0))
+    rollout_spec = rollout_specs(rollout_abs)
+
+    def sharded(fn, in_specs, out_specs):
+        return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+
+    init = jax.jit(sharded(local.init, REPLICATED, (REPLICATED, rollout_spec)))
+    iteration = jax.jit(
+        sharded(local.iteration, (REPLICATED, rollout_spec), (REPLICATED, rollout_spec, REPLICATED)),
+        donate_argnums=(0, 1),
+    )
+    named = lambda spec: NamedSharding(mesh, spec)  # noqa: E731
+    return ShardedPrograms(
+        mesh=mesh,
+        init=init,
+        iteration=iteration,
+        train_sharding=jax.tree.map(lambda _: named(REPLICATED), train_abs),
+        rollout_sharding=jax.tree.map(named, rollout_spec, is_leaf=lambda x: isinstance(x, PartitionSpec)),
+    )
+
+
+def local_copy(tree: Any) -> Any:
+    """Replicated global arrays -> this process's copy on its first local device (for evaluation,
+    logging and export; works when other processes hold the other copies)."""
+    return jax.tree.map(lambda x: x.addressable_data(0) if isinstance(x, jax.Array) else x, tree)
+
+
+def is_primary() -> bool:
+    """Only process 0 logs, evaluates and writes files other than checkpoints."""
+    return jax.process_index() == 0
+
+
+def any_process(flag: bool) -> bool:
+    """True if `flag` is set on any process (a stop request must stop every process together)."""
+    if jax.process_count() == 1:
+        return flag
+    from jax.experimental import multihost_utils
+
+    flags = multihost_utils.process_allgather(np.asarray([flag], np.int32))
+    return bool(np.any(flags))
+
+
+def sync_processes(name: str) -> None:
+    """Wait for every process (no-op with one)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
+def initialize_distributed(
+    coordinator_address: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    local_device_ids: list[int] | None = None,
+) -> None:
+    """`jax.distributed.initialize`: explicit arguments, or auto-detection (TPU pods, SLURM, and
+    the `JAX_COORDINATOR_ADDRESS` / `JAX_NUM_PROCESSES` / `JAX_PROCESS_ID` variables).
+
+    CPU processes exchange collectives over gloo.
+    """
+    if os.environ.get("JAX_PLATFORMS", "").startswith("cpu") or _cpu_only():
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        coordinator_address=coordinator_address,
+        num_processes=num_processes,
+        process_id=process_id,
+        local_device_ids=local_device_ids,
+    )
+
+
+def _cpu_only() -> bool:
+    """No accelerator plugin installed (checked without initialising a backend)."""
+    import importlib.util
+
+    return not any(
+        importlib.util.find_spec(name) for name in ("jax_cuda12_plugin", "jax_cuda13_plugin", "libtpu")
+    )

@@ -1,0 +1,172 @@
+"""APPO / ATPPO through the learner and the runner: the style reward in the rollout, AMP frames
+across resets, raw-data normaliser updates, the policy replay, joint optimisation, logs, resume
+and config errors. A tiny PPO run on inverted_pendulum, collected with `strl_jax.collect`, is
+the expert."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from strl_jax.agents.amp import init_amp_normalizers, style_reward, update_amp_normalizers
+from strl_jax.collect import main as collect_main
+from strl_jax.configs.loader import ConfigError, resolve_config
+from strl_jax.networks.normalizer import normalize
+from strl_jax.train_loops.runner import build_programs, train
+
+TINY = [
+    "env.num_envs=16",
+    "env.episode_length=1000",
+    "policy.actor_hidden_dims=[16]",
+    "policy.critic_hidden_dims=[16]",
+    "runner.num_steps_per_env=16",
+    "algorithm.num_mini_batches=2",
+    "algorithm.num_learning_epochs=2",
+    "runner.num_eval_envs=4",
+    "runner.eval_interval=2",
+    "runner.save_interval=2",
+    "runner.print_interval=1000",
+]
+# inverted_pendulum has a fixed base: its AMP frame is the pole's joint angle and velocity
+COMPONENTS = "joint_pos,joint_vel"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """A motion dataset collected from a one-iteration PPO run."""
+    root = tmp_path_factory.mktemp("amp")
+    overrides = [*TINY, "runner.max_iterations=1", "runner.eval_interval=0"]
+    cfg = resolve_config("inverted_pendulum", overrides=overrides)
+    train(cfg, root / "expert", verbose=False)
+    code = collect_main([
+        str(root / "expert"), "--out", str(root / "demo"), "--num_envs", "8",
+        "--amp_obs_components", COMPONENTS, "--min_timesteps", "64", "--sample_actions",
+    ])  # fmt: skip
+    assert code == 0
+    return root
+
+
+def appo_cfg(demo, *overrides: str, algorithm: str = "APPO"):
+    return resolve_config(
+        "inverted_pendulum",
+        overrides=[
+            *TINY,
+            f"algorithm.class_name={algorithm}",
+            f"algorithm.amp_motion_files=[{demo / 'demo'}]",
+            f"env.amp_obs_components=[{COMPONENTS}]",
+            "policy.amp_discriminator.hidden_dims=[32, 16]",
+            "algorithm.amp_replay_buffer_size=512",
+            *overrides,
+        ],
+    )
+
+
+@pytest.fixture(scope="module")
+def appo(demo):
+    """`(learner, train_state, rollout_state, transitions, rollout key)` with lerp 0.25."""
+    learner = build_programs(appo_cfg(demo, "policy.amp_discriminator.task_reward_lerp=0.25")).learner
+    ts, rs = jax.jit(learner.init)(jax.random.PRNGKey(0))
+    _, rollout_key, _ = jax.random.split(ts.key, 3)
+    _, transitions, _ = jax.jit(learner.rollout)(ts, rs, rollout_key)
+    return learner, ts, rs, transitions, rollout_key
+
+
+def test_rollout_reward_is_the_mixed_style_reward(appo):
+    learner, ts, _, tr, _ = appo
+    prior = learner.prior
+    d = prior.disc_apply(ts.amp.params, normalize(ts.amp.normalizers.policy, tr.amp_policy))
+    style = style_reward(d, 1.0)
+    # inverted_pendulum pays 1 per step; episodes of 1000 steps never time out in 16 steps
+    np.testing.assert_allclose(tr.rewards, 0.75 * style + 0.25 * 1.0, rtol=1e-5, atol=1e-6)
+    assert float(jnp.std(style)) > 0  # the untrained discriminator still tells states apart
+
+
+def test_amp_frames_chain_and_keep_the_pre_reset_frame(appo):
+    """s' of step t is s of step t+1, except where the episode ended: there s' is the frame the
+    step reached before the reset (the next s is a fresh initial state)."""
+    _, _, _, tr, _ = appo
+    frame = tr.amp_policy.shape[-1] // 2
+    s, s_next = np.asarray(tr.amp_policy[..., :frame]), np.asarray(tr.amp_policy[..., frame:])
+    done = np.asarray(tr.dones[:-1]) > 0
+    assert done.sum() > 0, "no episode ended: the test needs a reset"
+    np.testing.assert_allclose(s_next[:-1][~done], s[1:][~done], rtol=1e-6)
+    assert np.all(np.abs(s_next[:-1][done] - s[1:][done]).max(axis=-1) > 1e-6)
+    # a fallen pole: the pre-reset angle is beyond brax's 0.2 rad termination threshold
+    assert np.all(np.abs(s_next[:-1][done][:, 0]) > 0.2)
+
+
+def test_iteration_trains_the_discriminator_and_feeds_raw_data(appo):
+    learner, ts, rs, tr, _ = appo
+    fresh = jax.tree.map(jnp.copy, (ts, rs))
+    new_ts, new_rs, metrics = jax.jit(learner.iteration)(*fresh)
+    # normalisers: exactly one update with the rollout's raw policy and expert AMP observations
+    flat = lambda x: x.reshape(-1, x.shape[-1])  # noqa: E731
+    expected = update_amp_normalizers(
+        init_amp_normalizers(tr.amp_policy.shape[-1]), flat(tr.amp_policy), flat(tr.amp_expert), 1e8
+    )
+    close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)  # noqa: E731
+    jax.tree.map(close, new_ts.amp.normalizers, expected)
+    # replay: each env's ring starts with its rollout
+    np.testing.assert_allclose(new_rs.amp_replay.data[:, :16], np.swapaxes(tr.amp_policy, 0, 1), rtol=1e-6)
+    assert np.all(np.asarray(new_rs.amp_replay.size) == 16)
+    # the discriminator moved, through the shared optimiser
+    moved = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))), new_ts.amp.params, ts.amp.params)
+    assert max(jax.tree.leaves(moved)) > 0
+    assert "discriminator" in str(jax.tree_util.tree_structure(new_ts.opt_state))
+    for key in ("discriminator_expert", "discriminator_policy", "discriminator_grad_pen",
+                "discriminator_accuracy_expert", "discriminator_accuracy_policy",
+                "mean_style_reward", "mean_task_reward"):  # fmt: skip
+        assert np.isfinite(float(metrics[key])), key
+    assert float(metrics["mean_task_reward"]) == pytest.approx(1.0)
+
+
+def rows_without_time(path):
+    drop = ("wall_time", "iteration_time", "fps")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return [{k: v for k, v in row.items() if k not in drop} for row in rows]
+
+
+def test_appo_logs_and_resumes_exactly(demo, tmp_path):
+    extra = ["algorithm.mimic_loss_coef=0.1", "algorithm.dagger_loss_coef=0.1"]
+    cfg = appo_cfg(demo, "runner.max_iterations=4", *extra)
+    train(cfg, tmp_path / "straight", verbose=False)
+    first = appo_cfg(demo, "runner.max_iterations=2", *extra)
+    train(first, tmp_path / "split", verbose=False)
+    train(cfg, tmp_path / "split", verbose=False, resume=True)
+    straight = rows_without_time(tmp_path / "straight" / "metrics.jsonl")
+    assert rows_without_time(tmp_path / "split" / "metrics.jsonl") == straight
+    assert {"discriminator_expert", "mimic", "dagger", "mean_style_reward"} <= straight[-1].keys()
+    events = EventAccumulator(str(tmp_path / "straight"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {
+        "Loss/discriminator_expert", "Loss/discriminator_policy", "Loss/discriminator_grad_pen",
+        "Loss/discriminator_accuracy_expert", "Loss/discriminator_accuracy_policy",
+        "Train/mean_style_reward", "Train/mean_task_reward", "Loss/surrogate",
+    } <= tags  # fmt: skip
+
+
+def test_atppo_combines_teacher_and_motion_prior(demo, tmp_path):
+    cfg = appo_cfg(
+        demo,
+        "runner.max_iterations=1",
+        f"algorithm.teacher_policy.checkpoint={demo / 'expert'}",
+        "algorithm.teacher_act_prob=0.5",
+        algorithm="ATPPO",
+    )
+    result = train(cfg, tmp_path, verbose=False)
+    row = result.rows[-1]
+    assert {"distillation", "teacher_act_fraction", "discriminator_expert", "mean_style_reward"} <= row.keys()
+
+
+def test_amp_config_errors_name_the_problem(demo):
+    with pytest.raises(ConfigError, match="needs algorithm.amp_motion_files"):
+        resolve_config("inverted_pendulum", overrides=["algorithm.class_name=APPO"])
+    one_feature = appo_cfg(demo, "env.amp_obs_components=[joint_pos]")
+    with pytest.raises(ConfigError, match="the motion frames have 2 features .* has 1"):
+        build_programs(one_feature)
