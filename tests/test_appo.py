@@ -5,6 +5,7 @@ the expert."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import jax
@@ -12,26 +13,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tiny_config import tiny
 
 from strl_jax.agents.amp import init_amp_normalizers, style_reward, update_amp_normalizers
 from strl_jax.collect import main as collect_main
 from strl_jax.configs.loader import ConfigError, resolve_config
-from strl_jax.networks.normalizer import normalize
+from strl_jax.networks.normalizer import normalize, update_normalizer
 from strl_jax.train_loops.runner import build_programs, train
 
-TINY = [
-    "env.num_envs=16",
-    "env.episode_length=1000",
-    "policy.actor_hidden_dims=[16]",
-    "policy.critic_hidden_dims=[16]",
-    "runner.num_steps_per_env=16",
-    "algorithm.num_mini_batches=2",
-    "algorithm.num_learning_epochs=2",
-    "runner.num_eval_envs=4",
-    "runner.eval_interval=2",
-    "runner.save_interval=2",
-    "runner.print_interval=1000",
-]
+TINY = tiny("env.episode_length=1000", "runner.num_steps_per_env=16", "runner.eval_interval=2")
 # inverted_pendulum has a fixed base: its AMP frame is the pole's joint angle and velocity
 COMPONENTS = "joint_pos,joint_vel"
 
@@ -104,13 +94,17 @@ def test_iteration_trains_the_discriminator_and_feeds_raw_data(appo):
     learner, ts, rs, tr, _ = appo
     fresh = jax.tree.map(jnp.copy, (ts, rs))
     new_ts, new_rs, metrics = jax.jit(learner.iteration)(*fresh)
-    # normalisers: exactly one update with the rollout's raw policy and expert AMP observations
+    # normaliser (shared, the default): one update with the rollout's raw policy and expert data
     flat = lambda x: x.reshape(-1, x.shape[-1])  # noqa: E731
-    expected = update_amp_normalizers(
-        init_amp_normalizers(tr.amp_policy.shape[-1]), flat(tr.amp_policy), flat(tr.amp_expert), 1e8
-    )
+    fresh_norms = init_amp_normalizers(tr.amp_policy.shape[-1])
+    both = jnp.concatenate([flat(tr.amp_policy), flat(tr.amp_expert)])
     close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)  # noqa: E731
-    jax.tree.map(close, new_ts.amp.normalizers, expected)
+    jax.tree.map(close, new_ts.amp.normalizers.policy, update_normalizer(fresh_norms.policy, both, 1e8))
+    # st_rl's separate normalisers: each side its own raw batch
+    separate = dataclasses.replace(learner.prior, shared_normalizer=False)
+    updated = separate.update_normalizers(ts.amp, tr.amp_policy, tr.amp_expert, None).normalizers
+    expected = update_amp_normalizers(fresh_norms, flat(tr.amp_policy), flat(tr.amp_expert), 1e8)
+    jax.tree.map(close, updated, expected)
     # replay: each env's ring starts with its rollout
     np.testing.assert_allclose(new_rs.amp_replay.data[:, :16], np.swapaxes(tr.amp_policy, 0, 1), rtol=1e-6)
     assert np.all(np.asarray(new_rs.amp_replay.size) == 16)

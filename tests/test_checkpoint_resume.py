@@ -20,6 +20,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from tiny_config import tiny
 
 from strl_jax.configs.loader import config_to_dict, resolve_config
 from strl_jax.train import main as train_main
@@ -36,20 +37,7 @@ from strl_jax.train_loops.checkpoint import (
 from strl_jax.train_loops.runner import build_programs, run_keys, train
 
 K = 3  # the split runs stop after K iterations and resume for K more
-TINY = [
-    "env.num_envs=16",
-    "env.episode_length=50",
-    "policy.actor_hidden_dims=[16]",
-    "policy.critic_hidden_dims=[16]",
-    "runner.num_steps_per_env=8",
-    "algorithm.num_mini_batches=2",
-    "algorithm.num_learning_epochs=2",
-    "runner.num_eval_envs=4",
-    "runner.eval_interval=3",
-    "runner.save_interval=2",
-    "runner.max_checkpoints_to_keep=2",
-    "runner.print_interval=1000",
-]
+TINY = tiny()
 TIME_KEYS = {"wall_time", "fps", "iteration_time"}
 
 

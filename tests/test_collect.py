@@ -7,6 +7,7 @@ import json
 import brax.envs
 import numpy as np
 import pytest
+from tiny_config import tiny
 
 from strl_jax.buffers.motion_files import load_motion_library, trajectory_files
 from strl_jax.collect import TrajectoryCutter
@@ -15,19 +16,13 @@ from strl_jax.configs.loader import resolve_config
 from strl_jax.train_loops.runner import train
 
 EPISODE_LENGTH = 20
-TINY = [
-    "env.num_envs=16",
+TINY = tiny(
     f"env.episode_length={EPISODE_LENGTH}",
-    "policy.actor_hidden_dims=[16]",
-    "policy.critic_hidden_dims=[16]",
-    "runner.num_steps_per_env=8",
-    "algorithm.num_mini_batches=2",
     "algorithm.num_learning_epochs=1",
-    "runner.num_eval_envs=4",
     "runner.eval_interval=100",
     "runner.save_interval=1",
     "runner.max_iterations=1",
-]
+)
 # inverted_pendulum has a fixed base (no default AMP frame): the pole's angle and angular velocity
 COMMON = ["--num_envs", "8", "--amp_obs_components", "joint_pos,joint_vel"]
 

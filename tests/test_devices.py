@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from tiny_config import tiny
 
 from strl_jax.configs.loader import ConfigError, resolve_config
 from strl_jax.train_loops.devices import check_env_split, make_env_mesh
@@ -24,20 +25,7 @@ from strl_jax.train_loops.devices import check_env_split, make_env_mesh
 WORKER = str(Path(__file__).with_name("device_worker.py"))
 TIME_FIELDS = ("wall_time", "iteration_time", "fps")
 
-TINY = [
-    "env.num_envs=16",
-    "env.episode_length=50",
-    "policy.actor_hidden_dims=[16]",
-    "policy.critic_hidden_dims=[16]",
-    "runner.num_steps_per_env=8",
-    "algorithm.num_mini_batches=2",
-    "algorithm.num_learning_epochs=2",
-    "runner.num_eval_envs=4",
-    "runner.eval_interval=2",
-    "runner.save_interval=2",
-    "runner.print_interval=1000",
-    "runner.max_iterations=4",
-]
+TINY = tiny("runner.eval_interval=2", "runner.max_iterations=4")
 RECURRENT = ["policy.class_name=ActorCriticRecurrent", "policy.rnn_type=lstm", "policy.rnn_hidden_size=8"]
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from tiny_config import tiny
 
 from strl_jax.configs.loader import resolve_config
 from strl_jax.export import (
@@ -29,20 +30,7 @@ from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.runner import train
 
 OBS, ACT = 7, 3
-TINY = [
-    "env.num_envs=16",
-    "env.episode_length=50",
-    "policy.actor_hidden_dims=[16]",
-    "policy.critic_hidden_dims=[16]",
-    "runner.num_steps_per_env=8",
-    "algorithm.num_mini_batches=2",
-    "algorithm.num_learning_epochs=2",
-    "runner.num_eval_envs=4",
-    "runner.eval_interval=3",
-    "runner.save_interval=2",
-    "runner.max_checkpoints_to_keep=2",
-    "runner.max_iterations=2",
-]
+TINY = tiny("runner.max_iterations=2")
 
 
 def random_policy(*overrides: str, seed: int = 0):

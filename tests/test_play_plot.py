@@ -9,26 +9,14 @@ import shutil
 import zlib
 
 import pytest
+from tiny_config import tiny
 
 from strl_jax.configs.loader import resolve_config
 from strl_jax.play import main as play_main
 from strl_jax.plot import main as plot_main
 from strl_jax.train_loops.runner import train
 
-TINY = [
-    "env.num_envs=16",
-    "env.episode_length=50",
-    "policy.actor_hidden_dims=[16]",
-    "policy.critic_hidden_dims=[16]",
-    "runner.num_steps_per_env=8",
-    "algorithm.num_mini_batches=2",
-    "algorithm.num_learning_epochs=2",
-    "runner.num_eval_envs=4",
-    "runner.eval_interval=3",
-    "runner.save_interval=2",
-    "runner.max_checkpoints_to_keep=2",
-    "runner.max_iterations=3",
-]
+TINY = tiny("runner.max_iterations=3")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

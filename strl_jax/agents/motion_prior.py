@@ -12,7 +12,11 @@
 - Update: the discriminator's LSGAN terms and gradient penalty (and `mimic_loss`,
   `dagger_loss`) join PPO's loss; its params are optimised together with the policy's by the
   same optimiser, as in st_rl where the discriminator is part of the actor-critic module.
-- After the update the two AMP normalisers take the rollout's raw policy and expert batches.
+- After the update the AMP normaliser(s) take the rollout's raw policy and expert batches.
+  `shared` (the default, as AMP_for_hardware): one set of statistics over both, so the
+  discriminator sees every difference between them. `separate` (st_rl): each side standardised
+  by its own statistics, which removes any per-feature offset or scale between policy and expert
+  (a policy standing still has the expert's normalised forward speed) from what it can see.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from strl_jax.agents.amp import (
 )
 from strl_jax.buffers.motion import MotionLibrary, sample_expert_amp_obs
 from strl_jax.networks.discriminator import Discriminator, init_discriminator
-from strl_jax.networks.normalizer import normalize
+from strl_jax.networks.normalizer import normalize, update_normalizer
 
 AMP_GROUP = "amp"
 
@@ -106,6 +110,7 @@ class MotionPrior:
     grad_pen: float
     loss_coefs: dict[str, float]
     normalizer_until: float | None
+    shared_normalizer: bool = True
 
     @property
     def amp_dim(self) -> int:
@@ -158,7 +163,12 @@ class MotionPrior:
         `rollout_amp` the steps' own policy AMP observations (for `mimic_loss`).
         """
         flat = lambda x: x.reshape(-1, x.shape[-1])  # noqa: E731
-        policy_n, expert_n = normalize_amp_obs(normalizers, flat(policy_amp), flat(expert_amp))
+        if self.shared_normalizer:
+            policy_n, expert_n = normalize(normalizers.policy, flat(policy_amp)), normalize(
+                normalizers.policy, flat(expert_amp)
+            )
+        else:
+            policy_n, expert_n = normalize_amp_obs(normalizers, flat(policy_amp), flat(expert_amp))
         losses, metrics = discriminator_loss_terms(
             self.disc_apply, disc_params, policy_n, expert_n, self.grad_pen
         )
@@ -177,6 +187,10 @@ class MotionPrior:
     ) -> AmpState:
         """Fold the rollout's raw policy and expert AMP observations into their statistics."""
         flat = lambda x: x.reshape(-1, x.shape[-1])  # noqa: E731
+        if self.shared_normalizer:  # `policy` holds the shared statistics; `expert` stays unused
+            both = jnp.concatenate([flat(policy_amp), flat(expert_amp)])
+            shared = update_normalizer(state.normalizers.policy, both, self.normalizer_until, axis_name)
+            return state.replace(normalizers=state.normalizers.replace(policy=shared))
         normalizers = update_amp_normalizers(
             state.normalizers, flat(policy_amp), flat(expert_amp), self.normalizer_until, axis_name
         )
@@ -212,4 +226,5 @@ def make_motion_prior(env: Any, cfg: Any) -> MotionPrior:
         grad_pen=disc.discriminator_grad_pen,
         loss_coefs=amp_loss_coefs(alg),
         normalizer_until=alg.amp_normalizer_until,
+        shared_normalizer=alg.amp_normalizer == "shared",
     )

@@ -334,6 +334,11 @@ def validate_amp_config(cfg: TrainConfig) -> None:
     for key in ("style_reward_coef", "discriminator_grad_pen"):
         if getattr(disc, key) < 0:
             raise ConfigError(f"policy.amp_discriminator.{key} must be >= 0, got {getattr(disc, key)}")
+    if cfg.algorithm.amp_normalizer not in ("shared", "separate"):
+        raise ConfigError(
+            f"unknown algorithm.amp_normalizer {cfg.algorithm.amp_normalizer!r}; "
+            "valid choices: ['shared', 'separate']"
+        )
     if cfg.algorithm.amp_replay_buffer_size < 1:
         raise ConfigError(
             f"algorithm.amp_replay_buffer_size must be at least 1, got {cfg.algorithm.amp_replay_buffer_size}"

@@ -113,6 +113,9 @@ class AlgorithmConfig:
     amp_motion_files: tuple[str, ...] = ()  # expert motion: dataset folders or motion files
     amp_replay_buffer_size: int = 100_000  # policy AMP observations kept for the discriminator
     amp_normalizer_until: float | None = 1.0e8  # samples after which the AMP normalisers freeze
+    # shared: one normaliser fed with policy and expert AMP observations (AMP_for_hardware);
+    # separate: st_rl's two, which standardise away any per-feature offset (e.g. forward speed)
+    amp_normalizer: str = "shared"
 
 
 @dataclass(frozen=True)
