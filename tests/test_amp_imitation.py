@@ -70,7 +70,7 @@ def test_style_reward_alone_imitates_the_expert(runs):
     lengths = {k: np.mean([len(f) - 1 for f in runs[k]]) for k in ("expert", "appo", "fresh")}
     assert lengths["expert"] == EPISODE
     # the style reward alone teaches balancing: far longer episodes than the untrained policy
-    assert lengths["appo"] >= 0.75 * EPISODE > 3 * lengths["fresh"], lengths
+    assert lengths["appo"] >= 0.75 * EPISODE and lengths["appo"] > 2.5 * lengths["fresh"], lengths
     # and the pole-angle distribution is much closer to the expert's than the untrained one's
     angle = {k: np.concatenate(runs[k])[:, 0] for k in ("expert", "appo", "fresh")}
     near, far = w1(angle["appo"], angle["expert"]), w1(angle["fresh"], angle["expert"])
