@@ -44,7 +44,8 @@ def motion_stats(dataset: Path, task: str, components: tuple[str, ...]) -> dict:
         offsets[name] = (start, start + size)
         start += size
     allf = np.concatenate(frames)
-    out = {"episodes": len(frames), "mean_episode_length": float(np.mean([len(f) for f in frames]))}
+    # a trajectory of T steps has T + 1 frames (the last one: the state its last step reached)
+    out = {"episodes": len(frames), "mean_episode_length": float(np.mean([len(f) - 1 for f in frames]))}
     if "root_lin_vel" in offsets:
         out["forward_speed"] = float(allf[:, offsets["root_lin_vel"][0]].mean())
     if "joint_pos" in offsets:

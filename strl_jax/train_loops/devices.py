@@ -155,6 +155,10 @@ def initialize_distributed(
         process_id=process_id,
         local_device_ids=local_device_ids,
     )
+    # A first collective over every device while the processes are still in step: it sets up the
+    # communicators (gloo's rendezvous waits only 30 s), so a host that compiles slower later on
+    # does not fail the first iteration's collectives.
+    sync_processes("strl_jax_start")
 
 
 def _cpu_only() -> bool:
