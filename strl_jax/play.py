@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from strl_jax.envs.brax_env import BraxVecEnv
 from strl_jax.inference import ActingPolicy
 from strl_jax.networks.memory import reset_hidden
+from strl_jax.train_loops.iteration import episode_rollout
 
 
 def run_episodes(env: BraxVecEnv, acting: ActingPolicy, key: jax.Array) -> tuple[jax.Array, jax.Array, Any]:
@@ -29,23 +29,14 @@ def run_episodes(env: BraxVecEnv, acting: ActingPolicy, key: jax.Array) -> tuple
     Frame t is the physics state env 0 acted on at step t (entries past its episode's length
     belong to later episodes and are to be cut off).
     """
-    env_state, obs = env.reset(key)
-    n = env.num_envs
-
-    def step(carry, _):
-        env_state, obs, hidden, alive, ret, length = carry
-        frame = jax.tree.map(lambda x: x[0], env_state.brax_state.pipeline_state)
-        action, hidden = acting.step(obs["policy"], hidden)
-        env_state, res = env.step(env_state, action)
-        done = res.terminated | res.truncated
-        ret = ret + res.reward * alive
-        length = length + alive
-        alive = alive * (1.0 - done.astype(jnp.float32))
-        return (env_state, res.obs, reset_hidden(hidden, done), alive, ret, length), frame
-
-    init = (env_state, obs, acting.initial_hidden(n), jnp.ones((n,)), jnp.zeros((n,)), jnp.zeros((n,)))
-    (*_, returns, lengths), frames = jax.lax.scan(step, init, None, length=env.episode_length)
-    return returns, lengths, frames
+    return episode_rollout(
+        env,
+        lambda obs, hidden: acting.step(obs["policy"], hidden),
+        acting.initial_hidden(env.num_envs),
+        key,
+        reset_hidden=reset_hidden,
+        record=lambda env_state: jax.tree.map(lambda x: x[0], env_state.brax_state.pipeline_state),
+    )
 
 
 def make_rollout(env: BraxVecEnv, cfg) -> Callable:

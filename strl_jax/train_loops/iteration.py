@@ -527,24 +527,36 @@ class PPOLearner:
         return deterministic_episodes(eval_env, act, teacher.initial_hidden(eval_env.num_envs), key)
 
 
-def deterministic_episodes(eval_env: BraxVecEnv, act, hidden, key: jax.Array) -> dict:
-    """One episode per env with `act(obs, hidden) -> (action, hidden')`: mean return and length."""
-    env_state, obs = eval_env.reset(key)
-    n = eval_env.num_envs
+def episode_rollout(env: BraxVecEnv, act, hidden, key: jax.Array, reset_hidden=None, record=None):
+    """One deterministic episode per env with `act(obs, hidden) -> (action, hidden')`.
+
+    Returns `(returns [N], lengths [N], records [T, ...])`: `record(env_state)` of the state each
+    step acted on (None without `record`). Shared by evaluation and `play`.
+    """
+    reset_hidden = reset_hidden or reset_hidden_groups
+    env_state, obs = env.reset(key)
+    n = env.num_envs
 
     def step(carry, _):
         env_state, obs, hidden, alive, ret, length = carry
+        recorded = None if record is None else record(env_state)
         action, hidden = act(obs, hidden)
-        env_state, res = eval_env.step(env_state, action)
+        env_state, res = env.step(env_state, action)
         done = res.terminated | res.truncated
         ret = ret + res.reward * alive
         length = length + alive
         alive = alive * (1.0 - done.astype(jnp.float32))
-        return (env_state, res.obs, reset_hidden_groups(hidden, done), alive, ret, length), None
+        return (env_state, res.obs, reset_hidden(hidden, done), alive, ret, length), recorded
 
     init = (env_state, obs, hidden, jnp.ones((n,)), jnp.zeros((n,)), jnp.zeros((n,)))
-    (*_, ret, length), _ = jax.lax.scan(step, init, None, length=eval_env.episode_length)
-    return {"episode_reward": jnp.mean(ret), "episode_length": jnp.mean(length)}
+    (*_, returns, lengths), records = jax.lax.scan(step, init, None, length=env.episode_length)
+    return returns, lengths, records
+
+
+def deterministic_episodes(eval_env: BraxVecEnv, act, hidden, key: jax.Array) -> dict:
+    """One episode per env with `act(obs, hidden) -> (action, hidden')`: mean return and length."""
+    returns, lengths, _ = episode_rollout(eval_env, act, hidden, key)
+    return {"episode_reward": jnp.mean(returns), "episode_length": jnp.mean(lengths)}
 
 
 def split_teacher_stats(stats: dict, num_samples: int) -> tuple[dict, dict]:
