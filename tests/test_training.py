@@ -13,7 +13,7 @@ import yaml
 from strl_jax.configs import resolve_config
 from strl_jax.envs import make_env_from_config
 from strl_jax.networks.actor_critic import clamp_std
-from strl_jax.train_loops.iteration import make_ppo_learner
+from strl_jax.train_loops.iteration import make_ppo_learner, timeout_rows
 from strl_jax.train_loops.logging import TIME_KEYS
 from strl_jax.train_loops.runner import train
 
@@ -106,6 +106,29 @@ def test_first_update_starts_at_ratio_one():
     np.testing.assert_allclose(
         gaussian_log_prob(transitions.actions, mean, std), transitions.log_prob, atol=1e-5
     )
+
+
+@pytest.mark.parametrize("task", ["inverted_pendulum", "inverted_pendulum_pomdp"])
+def test_timeout_values_equal_the_critic_on_truncated_envs(task):
+    """The gathered time-out bootstrap equals the critic on every env, masked to the truncated
+    ones: with few time-outs (gathered rows), exactly as many as reserved, and more (all envs)."""
+    overrides = [*TINY, "env.num_envs=64", "env.episode_length=1000"]
+    if task.endswith("pomdp"):
+        overrides += ["policy.rnn_hidden_size=8"]
+    cfg = resolve_config(task, overrides=overrides)
+    learner = make_ppo_learner(make_env_from_config(cfg.env), cfg)
+    ts, rs = learner.init(jax.random.PRNGKey(0))
+    assert timeout_rows(64, 1000) == 16
+    key = jax.random.PRNGKey(3)
+    final_obs = jax.tree.map(lambda x: jax.random.normal(key, x.shape), rs.obs)
+    hidden = jax.tree.map(lambda x: jax.random.normal(jax.random.fold_in(key, 1), x.shape), rs.hidden)
+    normalizers = jax.tree.map(lambda x: x + 0.5, ts.normalizers)
+    every = learner.critic_value(ts.params, normalizers, final_obs, hidden)
+    bootstrap = jax.jit(learner.timeout_values)
+    for count in (0, 1, 3, 16, 17, 40, 64):
+        truncated = jax.random.permutation(jax.random.fold_in(key, count), jnp.arange(64)) < count
+        got = bootstrap(ts.params, normalizers, final_obs, hidden, truncated)
+        np.testing.assert_allclose(got, jnp.where(truncated, every, 0.0), atol=1e-5, err_msg=f"{count}")
 
 
 def test_clip_min_std_clamps_both_parameterisations():

@@ -1,0 +1,178 @@
+"""Where one training iteration's time goes: rollout, update and the whole iteration timed apart.
+
+Builds a task's learner (preset plus `key=value` overrides, or `--matched` for the settings
+`vs_brax.py` maps from brax's published PPO ones), jit-compiles its rollout, its update and the
+whole iteration as separate programs, and times each after one warm-up call. It also times the
+critic's dense layers alone at the minibatch and rollout batch sizes (the arithmetic that
+dominates matched runs) and prints the GFLOP/s both reach, to tell library overhead from matmul
+time. `--trace DIR` additionally records a `jax.profiler` trace of two iterations
+(open with TensorBoard's profile plugin or Perfetto).
+
+    python bench/profile_iteration.py --task inverted_pendulum --matched
+    python bench/profile_iteration.py --task inverted_pendulum env.num_envs=1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def timed(fn, *args, repeats: int) -> float:
+    """Median seconds of `fn(*args)` over `repeats` calls, after one warm-up call."""
+    import jax
+
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def dense_flops(sizes: list[int], rows: int) -> float:
+    """Multiply-add FLOPs of one forward pass of an MLP with layer sizes `sizes` on `rows` rows."""
+    return 2.0 * rows * sum(a * b for a, b in zip(sizes[:-1], sizes[1:], strict=True))
+
+
+def critic_matmul_rate(sizes: list[int], rows: int, repeats: int) -> float:
+    """GFLOP/s of forward + backward of a bare MLP (swish) with these sizes on `rows` rows."""
+    import jax
+    import jax.numpy as jnp
+
+    key = jax.random.PRNGKey(0)
+    shapes = list(zip(sizes[:-1], sizes[1:], strict=True))
+    ws = [jax.random.normal(jax.random.fold_in(key, i), shape) * 0.1 for i, shape in enumerate(shapes)]
+    x = jax.random.normal(key, (rows, sizes[0]))
+
+    def loss(ws, x):
+        h = x
+        for i, w in enumerate(ws):
+            h = h @ w
+            if i < len(ws) - 1:
+                h = jax.nn.swish(h)
+        return jnp.mean(h**2)
+
+    grad = jax.jit(jax.grad(loss))
+    seconds = timed(grad, ws, x, repeats=repeats)
+    return 3 * dense_flops(sizes, rows) / seconds / 1e9
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--task", default="inverted_pendulum")
+    parser.add_argument("--matched", action="store_true", help="vs_brax.py's matched settings for the task")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--trace", default=None, help="write a jax.profiler trace of two iterations here")
+    parser.add_argument("--json", default=None)
+    parser.add_argument("overrides", nargs="*", help="dotted key=value config overrides")
+    args = parser.parse_args(argv)
+
+    import jax
+
+    from strl_jax.configs.loader import resolve_config
+    from strl_jax.envs.brax_env import make_env_from_config
+    from strl_jax.train_loops.iteration import make_learner
+
+    overrides = list(args.overrides)
+    if args.matched:
+        import vs_brax
+
+        kw = vs_brax.brax_settings(args.task, 10**6, 1, True, vs_brax.NUM_EVAL_ENVS, {})
+        backend = vs_brax.BENCH_DEFAULTS[args.task]["backend"]
+        matched, _ = vs_brax.strl_matched(args.task, backend, kw, 1)
+        overrides = matched + overrides
+    cfg = resolve_config(args.task, overrides=overrides)
+    env = make_env_from_config(cfg.env)
+    learner = make_learner(env, cfg)
+    n, t = cfg.env.num_envs, cfg.runner.num_steps_per_env
+    steps = n * t * cfg.env.action_repeat
+    print(f"{args.task}: {n} envs x {t} steps = {steps:,} env steps per iteration; "
+          f"{cfg.algorithm.num_learning_epochs} epochs x {cfg.algorithm.num_mini_batches} minibatches",
+          flush=True)
+
+    train_state, rollout_state = jax.jit(learner.init)(jax.random.PRNGKey(0))
+    key = jax.random.PRNGKey(1)
+    rollout = jax.jit(learner.rollout)
+    _, transitions, _ = rollout(train_state, rollout_state, key)
+    last_values = jax.jit(learner.critic_value)(
+        train_state.params, train_state.normalizers, rollout_state.obs, rollout_state.hidden
+    )
+    update = jax.jit(learner.update)
+    iteration = jax.jit(learner.iteration)
+
+    def run_env(rs, key):
+        """The rollout's env steps alone, with zero actions (no networks)."""
+        import jax.numpy as jnp
+
+        def step(state, _):
+            state, _ = env.step(state, jnp.zeros((n, env.action_size)))
+            return state, None
+
+        return jax.lax.scan(step, rs.env_state, None, length=t)[0]
+
+    env_only = jax.jit(run_env)
+    results = {
+        "env steps only": timed(env_only, rollout_state, key, repeats=args.repeats),
+        "rollout (env + policy + critic)": timed(
+            rollout, train_state, rollout_state, key, repeats=args.repeats
+        ),
+        "update (GAE + epochs x minibatches)": timed(
+            update, train_state, transitions, last_values, key, repeats=args.repeats
+        ),
+        "iteration (all of it)": timed(
+            lambda ts, rs: iteration(ts, rs), train_state, rollout_state, repeats=args.repeats
+        ),
+    }
+    critic_in = rollout_state.obs.get("critic", rollout_state.obs["policy"]).shape[-1]
+    actor_in = rollout_state.obs["policy"].shape[-1]
+    critic_sizes = [critic_in, *cfg.policy.critic_hidden_dims, 1]
+    actor_sizes = [actor_in, *cfg.policy.actor_hidden_dims, env.action_size]
+    mb_rows = n * t // cfg.algorithm.num_mini_batches
+    grads = cfg.algorithm.num_learning_epochs * cfg.algorithm.num_mini_batches
+    update_flops = grads * 3 * (dense_flops(critic_sizes, mb_rows) + dense_flops(actor_sizes, mb_rows))
+    rollout_flops = t * (dense_flops(critic_sizes, n) + dense_flops(actor_sizes, n))
+    rate_mb = critic_matmul_rate(critic_sizes, mb_rows, args.repeats)
+    print()
+    print("| part | s | env steps/s |")
+    print("|:--|--:|--:|")
+    for name, s in results.items():
+        print(f"| {name} | {s:.3f} | {steps / s:,.0f} |")
+    print()
+    upd = results["update (GAE + epochs x minibatches)"]
+    print(
+        f"update: {grads} gradient steps of {mb_rows:,} rows, {update_flops / 1e9:.1f} GFLOP of dense "
+        f"layers -> {update_flops / upd / 1e9:.1f} GFLOP/s; a bare MLP of the critic's sizes, forward + "
+        f"backward on {mb_rows:,} rows: {rate_mb:.1f} GFLOP/s"
+    )
+    print(f"rollout: {rollout_flops / 1e9:.1f} GFLOP of dense layers (policy and critic on every step)")
+    if args.trace:
+        ts, rs = train_state, rollout_state
+        jax.profiler.start_trace(args.trace)
+        for _ in range(2):
+            ts, rs, m = iteration(ts, rs)
+        jax.block_until_ready(m)
+        jax.profiler.stop_trace()
+        print(f"trace written to {args.trace}")
+    if args.json:
+        summary = {
+            "config": overrides,
+            "seconds": results,
+            "update_gflop": update_flops / 1e9,
+            "rollout_gflop": rollout_flops / 1e9,
+            "bare_critic_gflop_per_s": rate_mb,
+        }
+        Path(args.json).write_text(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
