@@ -102,3 +102,32 @@ def test_unknown_task_and_kwargs_are_clear():
         make_brax_env("ant", "bullet", 2, 10)
     with pytest.raises(ConfigError, match="do not fit brax task"):
         make_brax_env("inverted_pendulum", "positional", 2, 10, env_kwargs={"wings": 2})
+
+
+def test_finished_envs_restart_from_their_own_reset_key():
+    """With few finished envs (gathered resets) and with all of them (every row reset), each
+    finished env's new state is exactly `env.reset` of its split reset key; the others step on."""
+    n = 64  # 16 rows gathered
+    env64 = make_brax_env("inverted_pendulum", "positional", n, 1000)
+    state, _ = jax.jit(env64.reset)(jax.random.PRNGKey(5))
+    step = jax.jit(env64.step)
+    push = jnp.ones((n, 1)) * jnp.where(jnp.arange(n) % 8 == 0, 1.0, 0.0)[:, None]  # topple 8 envs
+    limit = state.replace(step_count=jnp.full((n,), 999, jnp.int32))  # all time out
+    for start, action in ((state, push), (limit, jnp.zeros((n, 1)))):
+        s, finished_any = start, False
+        for _ in range(60):
+            nxt, res = step(s, action)
+            finished = np.asarray(res.terminated | res.truncated)
+            if finished.any():
+                finished_any = True
+                keys = jax.vmap(jax.random.split)(s.reset_key)
+                fresh = jax.vmap(env64.env.reset)(keys[:, 1])
+                stepped = jax.vmap(env64.env.step)(s.brax_state, jnp.clip(action, -1, 1))
+                f = finished[:, None]
+                np.testing.assert_allclose(
+                    nxt.brax_state.obs, np.where(f, fresh.obs, stepped.obs), atol=1e-6
+                )
+                np.testing.assert_array_equal(nxt.reset_key, np.where(f, keys[:, 0], s.reset_key))
+                break
+            s = nxt
+        assert finished_any

@@ -27,6 +27,7 @@ from strl_jax.agents.ppo import (
 )
 from strl_jax.buffers.gae import bootstrap_timeouts, compute_gae, normalize_advantages
 from strl_jax.buffers.minibatch import env_block_size, merge_time_env, minibatch_indices, select_columns
+from strl_jax.masked_rows import reserved_rows, where_rows
 from strl_jax.networks.gaussian import gaussian_entropy, gaussian_kl, gaussian_log_prob, gaussian_sample
 from strl_jax.networks.normalizer import init_normalizer, normalize, update_normalizer
 
@@ -545,3 +546,25 @@ def test_select_columns_keeps_whole_environments():
     x = np.arange(3 * 4 * 2).reshape(3, 4, 2)
     out = select_columns({"x": jnp.asarray(x)}, jnp.array([2, 0]))["x"]
     np.testing.assert_array_equal(out, x[:, [2, 0]])
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.booleans(), min_size=1, max_size=24), st.integers(1, 30))
+def test_where_rows_equals_computing_every_row(mask, max_rows):
+    """Gathered (few masked rows) or not (more than `max_rows`), the result is `where(mask,
+    fn(x), otherwise)`; inputs may carry the rows on another axis (`in_axes`)."""
+    n = len(mask)
+    mask = jnp.asarray(mask)
+    x = jnp.arange(n * 3, dtype=jnp.float32).reshape(n, 3)
+    h = jnp.arange(2 * n, dtype=jnp.float32).reshape(2, n) * 10  # rows on axis 1
+
+    def fn(args):
+        a, b = args
+        return {"s": a.sum(-1) + b.sum(0), "v": a * 2}
+
+    otherwise = {"s": -jnp.ones(n), "v": jnp.zeros((n, 3))}
+    got = where_rows(mask, fn, (x, h), otherwise, max_rows, in_axes=(0, 1))
+    want = fn((x, h))
+    np.testing.assert_allclose(got["s"], np.where(mask, want["s"], -1.0))
+    np.testing.assert_allclose(got["v"], np.where(mask[:, None], want["v"], 0.0))
+    assert reserved_rows(n, 0.5) == min(n, max(16, math.ceil(n / 2)))

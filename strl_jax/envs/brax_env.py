@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from strl_jax.collectives import env_keys
+from strl_jax.masked_rows import reserved_rows, where_rows
 
 BACKENDS = ("mjx", "generalized", "positional", "spring")
 
@@ -160,18 +161,13 @@ class BraxVecEnv:
         finished = terminated | truncated
         final_obs = self.observe(stepped)
 
-        def with_resets(_):
-            split = jax.vmap(jax.random.split)(state.reset_key)
-            fresh = jax.vmap(self.env.reset)(split[:, 1])
-            pick = lambda new, old: jnp.where(finished.reshape((-1,) + (1,) * (old.ndim - 1)), new, old)
-            merged = jax.tree.map(pick, fresh, stepped)
-            keys = jnp.where(finished[:, None], split[:, 0], state.reset_key)
-            return merged, keys
-
-        # Resetting costs as much as a step, so skip it when no env has finished.
-        brax_state, reset_key = jax.lax.cond(
-            jnp.any(finished), with_resets, lambda _: (stepped, state.reset_key), None
+        # Finished envs restart from a fresh random state; a reset costs about a step, so only the
+        # finished envs' rows are reset (`where_rows`), not all of them.
+        split = jax.vmap(jax.random.split)(state.reset_key)
+        brax_state = where_rows(
+            finished, jax.vmap(self.env.reset), split[:, 1], stepped, reserved_rows(self.num_envs, 1 / 8)
         )
+        reset_key = jnp.where(finished[:, None], split[:, 0], state.reset_key)
         new_state = EnvState(
             brax_state=strong_types(brax_state),
             step_count=jnp.where(finished, 0, step_count),

@@ -33,11 +33,12 @@ from strl_jax.agents.schedules import make_schedule
 from strl_jax.agents.teacher import load_teacher
 from strl_jax.agents.tppo import TeacherGuidance, distillation_loss
 from strl_jax.buffers.gae import bootstrap_timeouts, compute_gae, normalize_advantages
-from strl_jax.buffers.minibatch import merge_time_env, minibatch_indices, select_columns
+from strl_jax.buffers.minibatch import merge_time_env, minibatch_indices
 from strl_jax.buffers.transitions import Transition
 from strl_jax.collectives import env_keys, global_env_ids, pmean, psum
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.brax_env import BraxVecEnv
+from strl_jax.masked_rows import reserved_rows, where_rows
 from strl_jax.networks.actor_critic import clamp_std
 from strl_jax.networks.gaussian import gaussian_entropy, gaussian_kl, gaussian_log_prob, gaussian_sample
 from strl_jax.networks.normalizer import init_normalizer, normalize, update_normalizer
@@ -46,9 +47,9 @@ from strl_jax.train_loops.state import RolloutState, TrainState
 
 
 def timeout_rows(num_envs: int, episode_length: int) -> int:
-    """Critic rows reserved per step for time-out bootstraps: four times the time-outs of a step
-    when episodes are spread evenly over their length (`N / episode_length`), at least 16."""
-    return min(num_envs, max(16, 4 * -(-num_envs // episode_length)))
+    """Critic rows per chunk of time-out bootstraps: four times the time-outs of a step when
+    episodes are spread evenly over their length, at least 16 (more take several chunks)."""
+    return reserved_rows(num_envs, 4 / episode_length)
 
 
 def normalize_groups(normalizers: dict, obs: dict, enabled: bool) -> dict:
@@ -159,29 +160,19 @@ class PPOLearner:
     def timeout_values(self, params, normalizers, final_obs, hidden, truncated: jax.Array) -> jax.Array:
         """V(final observation) of the envs whose episode was truncated this step, 0 elsewhere.
 
-        Only those values enter the returns (`bootstrap_timeouts`), and time-outs are rare: at
-        most `timeout_rows(N, episode_length)` gathered rows go through the critic, so the
-        bootstrap costs a few rows instead of a second critic pass over every env. A step where
-        more envs time out at once (envs that started together and never terminated) evaluates
-        every env instead.
+        Only those values enter the returns (`bootstrap_timeouts`), and time-outs are rare (about
+        `N / episode_length` a step when episodes are spread out): the critic sees only the
+        truncated envs' rows (`where_rows`), not a second pass over every env.
         """
         n = truncated.shape[0]
-        rows = timeout_rows(n, self.env.episode_length)
-
-        def every(_):
-            return jnp.where(truncated, self.critic_value(params, normalizers, final_obs, hidden), 0.0)
-
-        if rows >= n:
-            return every(None)
-
-        def some(_):
-            idx = jnp.nonzero(truncated, size=rows, fill_value=n)[0]  # padded with n: dropped below
-            rows_idx = jnp.minimum(idx, n - 1)
-            obs = select_columns(final_obs, rows_idx, axis=0)
-            values = self.critic_value(params, normalizers, obs, select_columns(hidden, rows_idx, axis=1))
-            return jnp.zeros((n,), values.dtype).at[idx].set(values, mode="drop")
-
-        return jax.lax.cond(jnp.sum(truncated) <= rows, some, every, None)
+        return where_rows(
+            truncated,
+            lambda args: self.critic_value(params, normalizers, *args),
+            (final_obs, hidden),
+            jnp.zeros((n,), jnp.float32),
+            timeout_rows(n, self.env.episode_length),
+            in_axes=(0, 1),  # recurrent memories are [layers, N, hidden]
+        )
 
     def rollout(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
         """`num_steps_per_env` vmapped env steps with the current policy, as a `lax.scan`.
