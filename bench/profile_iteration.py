@@ -2,7 +2,8 @@
 
 Builds a task's learner (preset plus `key=value` overrides, or `--matched` for the settings
 `vs_brax.py` maps from brax's published PPO ones), jit-compiles its rollout, its update and the
-whole iteration as separate programs, and times each after one warm-up call. It also times the
+whole iteration as separate programs, and reports each one's compile time and its time per call
+(after one warm-up call). It also times the
 critic's dense layers alone at the minibatch and rollout batch sizes (the arithmetic that
 dominates matched runs) and prints the GFLOP/s both reach, to tell library overhead from matmul
 time. `--trace DIR` additionally records a `jax.profiler` trace of two iterations
@@ -23,17 +24,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def timed(fn, *args, repeats: int) -> float:
-    """Median seconds of `fn(*args)` over `repeats` calls, after one warm-up call."""
+def timed(fn, *args, repeats: int) -> tuple[float, float]:
+    """Compile seconds of the jitted `fn` for `args`, and the median seconds of a call over
+    `repeats` calls after one warm-up call."""
     import jax
 
-    jax.block_until_ready(fn(*args))
+    t0 = time.perf_counter()
+    compiled = fn.lower(*args).compile()
+    compile_s = time.perf_counter() - t0
+    jax.block_until_ready(compiled(*args))
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
+        jax.block_until_ready(compiled(*args))
         times.append(time.perf_counter() - t0)
-    return sorted(times)[len(times) // 2]
+    return compile_s, sorted(times)[len(times) // 2]
 
 
 def dense_flops(sizes: list[int], rows: int) -> float:
@@ -128,9 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         "update (GAE + epochs x minibatches)": timed(
             update, train_state, transitions, last_values, key, repeats=args.repeats
         ),
-        "iteration (all of it)": timed(
-            lambda ts, rs: iteration(ts, rs), train_state, rollout_state, repeats=args.repeats
-        ),
+        "iteration (all of it)": timed(iteration, train_state, rollout_state, repeats=args.repeats),
     }
     critic_in = rollout_state.obs.get("critic", rollout_state.obs["policy"]).shape[-1]
     actor_in = rollout_state.obs["policy"].shape[-1]
@@ -142,12 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     rollout_flops = t * (dense_flops(critic_sizes, n) + dense_flops(actor_sizes, n))
     rate_mb = critic_matmul_rate(critic_sizes, mb_rows, args.repeats)
     print()
-    print("| part | s | env steps/s |")
-    print("|:--|--:|--:|")
-    for name, s in results.items():
-        print(f"| {name} | {s:.3f} | {steps / s:,.0f} |")
+    print("| part | compile s | s per call | env steps/s |")
+    print("|:--|--:|--:|--:|")
+    for name, (compile_s, s) in results.items():
+        print(f"| {name} | {compile_s:.1f} | {s:.3f} | {steps / s:,.0f} |")
     print()
-    upd = results["update (GAE + epochs x minibatches)"]
+    upd = results["update (GAE + epochs x minibatches)"][1]
     print(
         f"update: {grads} gradient steps of {mb_rows:,} rows, {update_flops / 1e9:.1f} GFLOP of dense "
         f"layers -> {update_flops / upd / 1e9:.1f} GFLOP/s; a bare MLP of the critic's sizes, forward + "
@@ -165,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         summary = {
             "config": overrides,
-            "seconds": results,
+            "compile_s": {k: v[0] for k, v in results.items()},
+            "seconds": {k: v[1] for k, v in results.items()},
             "update_gflop": update_flops / 1e9,
             "rollout_gflop": rollout_flops / 1e9,
             "bare_critic_gflop_per_s": rate_mb,

@@ -16,7 +16,6 @@ import signal
 import sys
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -94,32 +93,6 @@ class Programs:
     iteration: Any
     evaluate: Any
     sharded: ShardedPrograms
-    compiled: dict[str, Future] = dataclasses.field(default_factory=dict)
-
-    def compile_evaluate_in_background(self, params: Any, normalizers: Any, key: jax.Array) -> None:
-        """Compile the evaluation for arguments like these on a worker thread (once per process).
-
-        XLA then compiles it while the first training iterations run instead of stalling the
-        first evaluation by as long as a compile of the training iteration.
-        """
-        if "evaluate" in self.compiled:
-            return
-        args = jax.tree.map(_abstract, (params, normalizers, key))
-        self.compiled["evaluate"] = _COMPILER.submit(lambda: self.evaluate.lower(*args).compile())
-
-    def run_evaluate(self, params: Any, normalizers: Any, key: jax.Array) -> Any:
-        future = self.compiled.get("evaluate")
-        return (self.evaluate if future is None else future.result())(params, normalizers, key)
-
-
-_COMPILER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="strl_jax_compile")
-
-
-def _abstract(x: jax.Array) -> jax.ShapeDtypeStruct:
-    """Shape, dtype, weak type and placement of `x`, without holding on to its buffer (which a
-    later donating call may delete)."""
-    sharding = x.sharding if getattr(x, "committed", False) else None
-    return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding, weak_type=x.aval.weak_type)
 
 
 _PROGRAMS: dict[str, Programs] = {}
@@ -331,9 +304,6 @@ def train(
     stop = StopRequest().install() if handle_signals else StopRequest()
     rows: list[dict[str, Any]] = []
     start = last = time.time()
-    if primary and runner.eval_interval > 0 and start_iteration < runner.max_iterations:
-        params, normalizers = local_copy((train_state.params, train_state.normalizers))
-        programs.compile_evaluate_in_background(params, normalizers, eval_key)
     if verbose and start_iteration >= runner.max_iterations:
         print(f"run is at iteration {start_iteration} >= runner.max_iterations={runner.max_iterations}")
     try:
@@ -386,7 +356,7 @@ def evaluate(programs: Programs, train_state: Any, eval_key: jax.Array, iteratio
     """Deterministic evaluation after `iteration`, keyed by the iteration (not by host history)."""
     key = jax.random.fold_in(eval_key, iteration)
     params, normalizers = local_copy((train_state.params, train_state.normalizers))
-    result = jax.device_get(programs.run_evaluate(params, normalizers, key))
+    result = jax.device_get(programs.evaluate(params, normalizers, key))
     return {
         "eval_reward": float(result["episode_reward"]),
         "eval_episode_length": float(result["episode_length"]),
