@@ -15,6 +15,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from strl_jax.buffers.minibatch import select_columns
+
 
 def reserved_rows(num_rows: int, fraction: float, minimum: int = 16) -> int:
     """Rows to gather: `fraction` of `num_rows`, rounded up, at least `minimum`, at most all."""
@@ -55,9 +57,7 @@ def where_rows(
         start, out = carry
         idx = jax.lax.dynamic_slice(order, (start,), (max_rows,))
         rows = jnp.minimum(idx, n - 1)
-        taken = jax.tree.map(
-            lambda axis, sub: jax.tree.map(lambda x: jnp.take(x, rows, axis=axis), sub), in_axes, inputs
-        )
+        taken = jax.tree.map(lambda axis, sub: select_columns(sub, rows, axis), in_axes, inputs)
         out = jax.tree.map(lambda o, r: o.at[idx].set(r.astype(o.dtype), mode="drop"), out, fn(taken))
         return start + max_rows, out
 

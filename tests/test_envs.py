@@ -105,7 +105,7 @@ def test_unknown_task_and_kwargs_are_clear():
 
 
 def test_finished_envs_restart_from_their_own_reset_key():
-    """With few finished envs (gathered resets) and with all of them (every row reset), each
+    """With few finished envs (one chunk of gathered resets) and with all of them (several), each
     finished env's new state is exactly `env.reset` of its split reset key; the others step on."""
     n = 64  # 16 rows gathered
     env64 = make_brax_env("inverted_pendulum", "positional", n, 1000)

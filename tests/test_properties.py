@@ -551,7 +551,7 @@ def test_select_columns_keeps_whole_environments():
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.booleans(), min_size=1, max_size=24), st.integers(1, 30))
 def test_where_rows_equals_computing_every_row(mask, max_rows):
-    """Gathered (few masked rows) or not (more than `max_rows`), the result is `where(mask,
+    """In one chunk (few masked rows) or several (more than `max_rows`), the result is `where(mask,
     fn(x), otherwise)`; inputs may carry the rows on another axis (`in_axes`)."""
     n = len(mask)
     mask = jnp.asarray(mask)

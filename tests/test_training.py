@@ -111,7 +111,7 @@ def test_first_update_starts_at_ratio_one():
 @pytest.mark.parametrize("task", ["inverted_pendulum", "inverted_pendulum_pomdp"])
 def test_timeout_values_equal_the_critic_on_truncated_envs(task):
     """The gathered time-out bootstrap equals the critic on every env, masked to the truncated
-    ones: with few time-outs (gathered rows), exactly as many as reserved, and more (all envs)."""
+    ones: with few time-outs (one chunk of gathered rows), exactly one chunk's worth, and more."""
     overrides = [*TINY, "env.num_envs=64", "env.episode_length=1000"]
     if task.endswith("pomdp"):
         overrides += ["policy.rnn_hidden_size=8"]
