@@ -314,9 +314,34 @@ def summarize_brax(events: list[dict], steps_per_step: int, total_s: float, targ
     return out
 
 
+def install_jax_compat() -> list[str]:
+    """Put back the one jax function brax 0.14.2's PPO calls that jax >= 0.8 removed.
+
+    `jax.device_put_replicated(x, devices)` stacked one copy of every leaf per device along a new
+    leading axis and placed copy i on devices[i], for brax's `pmap`ped training state; the
+    substitute builds the same array with `jax.device_put` (which the removal notice names). It runs
+    once, before training. Returns the names substituted (recorded with the result).
+    """
+    import jax
+    import numpy as np
+
+    if hasattr(jax, "device_put_replicated"):
+        return []
+
+    def device_put_replicated(x, devices):
+        mesh = jax.sharding.Mesh(np.array(devices), ("devices",))
+        sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("devices"))
+        stack = lambda leaf: np.stack([np.asarray(leaf)] * len(devices))
+        return jax.device_put(jax.tree.map(stack, x), sharding)
+
+    jax.device_put_replicated = device_put_replicated
+    return ["jax.device_put_replicated"]
+
+
 def brax_worker(spec: dict) -> dict:
     """Runs inside the brax venv: brax PPO with `spec['kwargs']`, timed through progress_fn."""
     kw = dict(spec["kwargs"])
+    compat = install_jax_compat()
     target = spec.get("target")
     time_limit = spec.get("time_limit_s")
     stop_at_target = bool(spec.get("stop_at_target"))
@@ -365,6 +390,7 @@ def brax_worker(spec: dict) -> dict:
         stop_reason=stop_reason,
         events=events,
         kwargs=spec["kwargs"],
+        jax_compat=compat,
         peak_rss_mib=peak_rss_mib(),
         device=device_info(),
     )
@@ -451,6 +477,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="extra strl_jax override for both strl_jax runs, e.g. runner.compile_cache=true")
     p.add_argument("--brax-venv", default=DEFAULT_BRAX_VENV, help="venv for brax (created if missing)")
     p.add_argument("--brax-cuda", action="store_true", help="install jax[cuda12]==0.7.2 in the brax venv")
+    p.add_argument("--brax-python", default=None,
+                   help="run brax with this interpreter instead of the venv (one that has brax 0.14.2, e.g. "
+                        "with a CUDA jax >= 0.8: the worker then substitutes jax.device_put_replicated)")
     p.add_argument("--work-dir", default=None, help="logs and run folders (default: a new /tmp folder)")
     p.add_argument("--json", default=None, help="also write all results to this JSON file")
     p.add_argument("--setup-only", action="store_true", help="create the brax venv, print the plan, stop")
@@ -473,12 +502,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [t for t in tasks if t not in BENCH_DEFAULTS]
     if unknown:
         raise SystemExit(f"error: no benchmark settings for {unknown}; tasks: {sorted(BENCH_DEFAULTS)}")
-    brax_python = ensure_brax_venv(Path(args.brax_venv), args.brax_cuda)
+    brax_python = args.brax_python or ensure_brax_venv(Path(args.brax_venv), args.brax_cuda)
     work_dir = Path(args.work_dir or f"/tmp/strl_bench_runs/vs_brax-{time.strftime('%Y%m%d-%H%M%S')}")
     info = {"machine": machine_info(), "strl_device": device_info(), "work_dir": str(work_dir)}
     print(f"machine: {info['machine']['cpu_model']}, {info['machine']['cpu_count']} CPUs, "
           f"{info['machine']['memory_gib']} GiB; strl_jax on jax {info['strl_device']['jax']} "
-          f"({info['strl_device']['backend']}); brax venv {args.brax_venv}; logs in {work_dir}")
+          f"({info['strl_device']['backend']}); brax with {brax_python}; logs in {work_dir}")
 
     plans = []
     for task in tasks:
