@@ -9,6 +9,7 @@ process, so that its peak RSS is that of one run) and writes a summary to OUT.js
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -86,6 +87,7 @@ def device_info() -> dict[str, Any]:
         "backend": jax.default_backend(),
         "device_count": jax.device_count(),
         "device_kind": devices[0].device_kind,
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }
     try:
         stats = devices[0].memory_stats()
@@ -97,9 +99,28 @@ def device_info() -> dict[str, Any]:
 
 
 # ---- subprocesses -------------------------------------------------------------------------
+def xla_cpu_defaults():
+    """`strl_jax/xla_cpu.py`, loaded by path: it needs only the standard library, so it also runs
+    in interpreters without strl_jax (the brax venv), giving both libraries the same XLA flags."""
+    spec = importlib.util.spec_from_file_location("strl_jax_xla_cpu", REPO_DIR / "strl_jax" / "xla_cpu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def child_environment(python_path: str | None = None) -> dict[str, str]:
-    """The environment for a worker: no persistent compilation cache, unbuffered output."""
+    """The environment for a worker: no persistent compilation cache, unbuffered output.
+
+    The XLA default that importing strl_jax added here is taken out: each worker adds it again
+    for its own jaxlib (an older jaxlib would abort on the flag).
+    """
     env = {k: v for k, v in os.environ.items() if k not in CACHE_VARIABLES}
+    added = f"{xla_cpu_defaults().YNN_FUSION_FLAG}="
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if f != added]
+    if flags:
+        env["XLA_FLAGS"] = " ".join(flags)
+    else:
+        env.pop("XLA_FLAGS", None)
     env["PYTHONUNBUFFERED"] = "1"
     env.pop("PYTHONPATH", None)
     if python_path:

@@ -43,6 +43,7 @@ from common import (
     run_worker,
     time_to_target,
     write_json,
+    xla_cpu_defaults,
 )
 
 DEFAULT_BRAX_VENV = "/tmp/strl_bench_brax_venv"
@@ -56,6 +57,7 @@ BRAX_REQUIREMENTS = [
     "orbax-checkpoint==0.12.8",
     "mujoco==4.0.0",
     "mujoco-mjx==3.17.0",
+    "flatbuffers==25.12.19",  # jax.export serialization, for xla_versions.py
 ]
 
 # brax's published PPO settings (the training notebook of brax 0.14). brax publishes no PPO settings
@@ -491,6 +493,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.worker == "brax":
+        xla_cpu_defaults().apply_cpu_defaults()  # as importing strl_jax does, before jax is imported
         spec = json.loads(Path(args.worker_args[0]).read_text())
         write_json(args.worker_args[1], brax_worker(spec))
         return 0
