@@ -20,6 +20,8 @@ from typing import Any
 
 from common import device_info, format_table, machine_info, write_json
 
+import strl_jax  # noqa: F401  (its XLA:CPU defaults, before jax starts a backend)
+
 DEFAULT_TASKS = "inverted_pendulum,hopper,ant"
 DEFAULT_NUM_ENVS = "256,512,1024,2048,4096,8192,16384"
 

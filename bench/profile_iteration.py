@@ -23,6 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import strl_jax  # noqa: E402,F401  (its XLA:CPU defaults, before jax starts a backend)
+
 
 def timed(fn, *args, repeats: int) -> tuple[float, float]:
     """Compile seconds of the jitted `fn` for `args`, and the median seconds of a call over

@@ -33,6 +33,8 @@ from common import (
     write_json,
 )
 
+import strl_jax  # noqa: F401  (its XLA:CPU defaults, before jax starts a backend)
+
 DEFAULT_NUM_ENVS = "256,512,1024,2048,4096,8192,16384"
 
 
