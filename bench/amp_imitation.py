@@ -90,8 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--expert-iterations", type=int, default=150)
     p.add_argument("--appo-iterations", type=int, default=200)
     p.add_argument("--baseline-iterations", type=int, default=None, help="default: --appo-iterations")
-    p.add_argument("--baseline-kwargs", default="forward_reward_weight=0.0",
-                   help="env_kwargs of the PPO-without-style baseline ('' to skip it)")
+    p.add_argument(
+        "--baseline-kwargs",
+        default="forward_reward_weight=0.0",
+        help="env_kwargs of the PPO-without-style baseline ('' to skip it)",
+    )
     p.add_argument("--collect-steps", type=int, default=20000)
     p.add_argument("--collect-envs", type=int, default=64)
     p.add_argument("--seed", type=int, default=1)

@@ -108,13 +108,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tasks", default=DEFAULT_TASKS, help="comma-separated Brax tasks")
     p.add_argument(
-        "--backends", default="preset",
+        "--backends",
+        default="preset",
         help="comma-separated backends (mjx, generalized, positional, spring), or 'preset' for each "
         "task's strl_jax preset backend",
     )
     p.add_argument("--num-envs", default=DEFAULT_NUM_ENVS, help="comma-separated env counts")
-    p.add_argument("--steps-per-call", type=int, default=65536,
-                   help="env steps per compiled call (scan length = this / num_envs, 1..1000)")
+    p.add_argument(
+        "--steps-per-call",
+        type=int,
+        default=65536,
+        help="env steps per compiled call (scan length = this / num_envs, 1..1000)",
+    )
     p.add_argument("--scan-length", type=int, default=None, help="fixed scan length (overrides the above)")
     p.add_argument("--min-time", type=float, default=5.0, help="seconds of steady-state measurement")
     p.add_argument("--episode-length", type=int, default=1000)
@@ -130,8 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     tasks = [t for t in args.tasks.split(",") if t]
     num_envs_list = [int(n) for n in args.num_envs.split(",") if n]
     info = {"machine": machine_info(), "device": device_info()}
-    print(f"machine: {info['machine']['cpu_model']}, {info['machine']['cpu_count']} CPUs; "
-          f"jax {info['device']['jax']} on {info['device']['backend']} ({info['device']['device_kind']})")
+    print(
+        f"machine: {info['machine']['cpu_model']}, {info['machine']['cpu_count']} CPUs; "
+        f"jax {info['device']['jax']} on {info['device']['backend']} ({info['device']['device_kind']})"
+    )
     results: list[dict[str, Any]] = []
     for task in tasks:
         backends = [preset_backend(task)] if args.backends == "preset" else args.backends.split(",")
@@ -158,8 +165,15 @@ def main(argv: list[str] | None = None) -> int:
 
     headers = ["task", "backend", "num_envs", "compile s", "first call s", "env steps/s", "us/env step"]
     rows = [
-        [r["task"], r["backend"], r["num_envs"], r.get("compile_s"), r.get("first_call_s"),
-         r.get("steps_per_s"), r.get("us_per_env_step")]
+        [
+            r["task"],
+            r["backend"],
+            r["num_envs"],
+            r.get("compile_s"),
+            r.get("first_call_s"),
+            r.get("steps_per_s"),
+            r.get("us_per_env_step"),
+        ]
         for r in results
     ]
     print()

@@ -102,9 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     learner = make_learner(env, cfg)
     n, t = cfg.env.num_envs, cfg.runner.num_steps_per_env
     steps = n * t * cfg.env.action_repeat
-    print(f"{args.task}: {n} envs x {t} steps = {steps:,} env steps per iteration; "
-          f"{cfg.algorithm.num_learning_epochs} epochs x {cfg.algorithm.num_mini_batches} minibatches",
-          flush=True)
+    print(
+        f"{args.task}: {n} envs x {t} steps = {steps:,} env steps per iteration; "
+        f"{cfg.algorithm.num_learning_epochs} epochs x {cfg.algorithm.num_mini_batches} minibatches",
+        flush=True,
+    )
 
     train_state, rollout_state = jax.jit(learner.init)(jax.random.PRNGKey(0))
     key = jax.random.PRNGKey(1)

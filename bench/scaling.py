@@ -75,14 +75,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--num-envs", default=DEFAULT_NUM_ENVS, help="comma-separated env counts")
     p.add_argument("--iterations", type=int, default=6, help="iterations per run (the first is compilation)")
     p.add_argument("--time-limit", type=float, default=None, help="seconds per run (checked every iteration)")
-    p.add_argument("--devices", default=None,
-                   help="comma-separated device counts (default: 1, 2, 4, ... when several are present)")
-    p.add_argument("--cpu-devices", type=int, default=None,
-                   help="split the CPU into this many XLA host devices for the device axis")
-    p.add_argument("--device-num-envs", default=None,
-                   help="env counts for the device axis (default: the largest of --num-envs)")
-    p.add_argument("--strl-set", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra strl_jax override, e.g. env.backend=spring")
+    p.add_argument(
+        "--devices",
+        default=None,
+        help="comma-separated device counts (default: 1, 2, 4, ... when several are present)",
+    )
+    p.add_argument(
+        "--cpu-devices",
+        type=int,
+        default=None,
+        help="split the CPU into this many XLA host devices for the device axis",
+    )
+    p.add_argument(
+        "--device-num-envs",
+        default=None,
+        help="env counts for the device axis (default: the largest of --num-envs)",
+    )
+    p.add_argument(
+        "--strl-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra strl_jax override, e.g. env.backend=spring",
+    )
     p.add_argument("--raw-json", default=None, help="env_throughput.py JSON for the training/raw column")
     p.add_argument("--work-dir", default=None, help="logs and run folders (default: a new /tmp folder)")
     p.add_argument("--json", default=None, help="also write all results to this JSON file")
@@ -102,19 +117,27 @@ def run_config(
         "runner.save_interval=0",
         *args.strl_set,
     ]
-    spec = {"task": task, "overrides": overrides, "log_dir": str(work_dir / label),
-            "time_limit_s": args.time_limit, "target": None}
+    spec = {
+        "task": task,
+        "overrides": overrides,
+        "log_dir": str(work_dir / label),
+        "time_limit_s": args.time_limit,
+        "target": None,
+    }
     timeout = None if args.time_limit is None else args.time_limit + 1800
     print(f"[{time.strftime('%H:%M:%S')}] {label} ...", flush=True)
-    r = run_worker([sys.executable, str(BENCH_DIR / "common.py"), "strl-worker"], spec, work_dir, label,
-                   timeout, env=env)
+    r = run_worker(
+        [sys.executable, str(BENCH_DIR / "common.py"), "strl-worker"], spec, work_dir, label, timeout, env=env
+    )
     r.update(num_envs=num_envs, devices_requested=devices)
     if "error" in r:
         print(r["error"], flush=True)
     else:
-        print(f"  {fmt(r.get('sps'))} steps/s, compile {fmt(r.get('compile_s'))} s, "
-              f"peak RSS {fmt(r['peak_rss_mib'])} MiB, {r['iterations']} iterations, {r['wall_s']:.0f} s",
-              flush=True)
+        print(
+            f"  {fmt(r.get('sps'))} steps/s, compile {fmt(r.get('compile_s'))} s, "
+            f"peak RSS {fmt(r['peak_rss_mib'])} MiB, {r['iterations']} iterations, {r['wall_s']:.0f} s",
+            flush=True,
+        )
     return r
 
 
@@ -129,12 +152,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.cpu_devices and backend == "cpu":
         available = args.cpu_devices
     work_dir = Path(args.work_dir or f"/tmp/strl_bench_runs/scaling-{time.strftime('%Y%m%d-%H%M%S')}")
-    info = {"machine": machine_info(), "jax": jax.__version__, "backend": backend, "devices": available,
-            "device_kind": jax.devices()[0].device_kind, "work_dir": str(work_dir)}
-    print(f"machine: {info['machine']['cpu_model']}, {info['machine']['cpu_count']} CPUs; "
-          f"jax {jax.__version__} on {backend} ({info['device_kind']}), {available} device(s); "
-          f"preset {args.task} ({cfg.env.backend}, {cfg.runner.num_steps_per_env} steps/env/iteration); "
-          f"logs in {work_dir}")
+    info = {
+        "machine": machine_info(),
+        "jax": jax.__version__,
+        "backend": backend,
+        "devices": available,
+        "device_kind": jax.devices()[0].device_kind,
+        "work_dir": str(work_dir),
+    }
+    print(
+        f"machine: {info['machine']['cpu_model']}, {info['machine']['cpu_count']} CPUs; "
+        f"jax {jax.__version__} on {backend} ({info['device_kind']}), {available} device(s); "
+        f"preset {args.task} ({cfg.env.backend}, {cfg.runner.num_steps_per_env} steps/env/iteration); "
+        f"logs in {work_dir}"
+    )
     raw = raw_throughput(args.raw_json)
     num_envs_list = [int(n) for n in args.num_envs.split(",") if n]
 
@@ -151,8 +182,17 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("one device present: no device axis")
 
-    headers = ["num_envs", "steps/iter", "compile s", "iteration s", "train steps/s", "raw env steps/s",
-               "train/raw", "peak RSS MiB", "device peak MiB"]
+    headers = [
+        "num_envs",
+        "steps/iter",
+        "compile s",
+        "iteration s",
+        "train steps/s",
+        "raw env steps/s",
+        "train/raw",
+        "peak RSS MiB",
+        "device peak MiB",
+    ]
     rows = []
     for r in results:
         if "error" in r:
@@ -160,9 +200,19 @@ def main(argv: list[str] | None = None) -> int:
             continue
         raw_sps = raw.get((args.task, cfg.env.backend, r["num_envs"]))
         sps = r.get("sps")
-        rows.append([r["num_envs"], r["steps_per_iteration"], r.get("compile_s"),
-                     r["steps_per_iteration"] / sps if sps else None, sps, raw_sps, ratio(sps, raw_sps),
-                     r["peak_rss_mib"], r["device"].get("device_peak_mib")])
+        rows.append(
+            [
+                r["num_envs"],
+                r["steps_per_iteration"],
+                r.get("compile_s"),
+                r["steps_per_iteration"] / sps if sps else None,
+                sps,
+                raw_sps,
+                ratio(sps, raw_sps),
+                r["peak_rss_mib"],
+                r["device"].get("device_peak_mib"),
+            ]
+        )
     print(f"\n{args.task} preset, {args.iterations} iterations per run (steps/s over all but the first)")
     print(format_table(headers, rows))
     preset_n = resolve_config(args.task).env.num_envs
@@ -172,16 +222,31 @@ def main(argv: list[str] | None = None) -> int:
         if frac is None:
             print(f"\ntrain/raw at the preset's num_envs ({preset_n}): not measured (pass --raw-json)")
         else:
-            print(f"\ntrain/raw at the preset's num_envs ({preset_n}): {frac:.2f} "
-                  f"(goal >= 0.4: {'met' if frac >= 0.4 else 'missed'})")
+            print(
+                f"\ntrain/raw at the preset's num_envs ({preset_n}): {frac:.2f} "
+                f"(goal >= 0.4: {'met' if frac >= 0.4 else 'missed'})"
+            )
 
     if device_results:
-        dev_headers = ["devices requested", "devices seen", "num_envs", "compile s", "train steps/s",
-                       "peak RSS MiB", "device peak MiB"]
+        dev_headers = [
+            "devices requested",
+            "devices seen",
+            "num_envs",
+            "compile s",
+            "train steps/s",
+            "peak RSS MiB",
+            "device peak MiB",
+        ]
         dev_rows = [
-            [r["devices_requested"], r.get("device", {}).get("device_count"), r["num_envs"],
-             r.get("compile_s"), r.get("sps"), r.get("peak_rss_mib"),
-             r.get("device", {}).get("device_peak_mib")]
+            [
+                r["devices_requested"],
+                r.get("device", {}).get("device_count"),
+                r["num_envs"],
+                r.get("compile_s"),
+                r.get("sps"),
+                r.get("peak_rss_mib"),
+                r.get("device", {}).get("device_peak_mib"),
+            ]
             for r in device_results
         ]
         print("\nAgainst devices (strl_jax places its iteration on the default device; no sharding yet)")

@@ -64,33 +64,78 @@ BRAX_REQUIREMENTS = [
 # for hopper (its notebook trains hopper with SAC): hopper uses the inverted_pendulum ones.
 BRAX_PUBLISHED: dict[str, dict[str, Any]] = {
     "inverted_pendulum": dict(
-        num_timesteps=2_000_000, num_evals=20, reward_scaling=10, episode_length=1000,
-        normalize_observations=True, action_repeat=1, unroll_length=5, num_minibatches=32,
-        num_updates_per_batch=4, discounting=0.97, learning_rate=3e-4, entropy_cost=1e-2, num_envs=2048,
-        batch_size=1024, seed=1,
+        num_timesteps=2_000_000,
+        num_evals=20,
+        reward_scaling=10,
+        episode_length=1000,
+        normalize_observations=True,
+        action_repeat=1,
+        unroll_length=5,
+        num_minibatches=32,
+        num_updates_per_batch=4,
+        discounting=0.97,
+        learning_rate=3e-4,
+        entropy_cost=1e-2,
+        num_envs=2048,
+        batch_size=1024,
+        seed=1,
     ),
     "ant": dict(
-        num_timesteps=50_000_000, num_evals=10, reward_scaling=10, episode_length=1000,
-        normalize_observations=True, action_repeat=1, unroll_length=5, num_minibatches=32,
-        num_updates_per_batch=4, discounting=0.97, learning_rate=3e-4, entropy_cost=1e-2, num_envs=4096,
-        batch_size=2048, seed=1,
+        num_timesteps=50_000_000,
+        num_evals=10,
+        reward_scaling=10,
+        episode_length=1000,
+        normalize_observations=True,
+        action_repeat=1,
+        unroll_length=5,
+        num_minibatches=32,
+        num_updates_per_batch=4,
+        discounting=0.97,
+        learning_rate=3e-4,
+        entropy_cost=1e-2,
+        num_envs=4096,
+        batch_size=2048,
+        seed=1,
     ),
 }
 BRAX_PUBLISHED["hopper"] = dict(BRAX_PUBLISHED["inverted_pendulum"])
 BRAX_PUBLISHED["inverted_double_pendulum"] = {
-    **BRAX_PUBLISHED["inverted_pendulum"], "num_timesteps": 20_000_000
+    **BRAX_PUBLISHED["inverted_pendulum"],
+    "num_timesteps": 20_000_000,
 }
 BRAX_PUBLISHED["halfcheetah"] = dict(
-    num_timesteps=50_000_000, num_evals=20, reward_scaling=1, episode_length=1000,
-    normalize_observations=True, action_repeat=1, unroll_length=20, num_minibatches=32,
-    num_updates_per_batch=8, discounting=0.95, learning_rate=3e-4, entropy_cost=1e-3, num_envs=2048,
-    batch_size=512, seed=3,
+    num_timesteps=50_000_000,
+    num_evals=20,
+    reward_scaling=1,
+    episode_length=1000,
+    normalize_observations=True,
+    action_repeat=1,
+    unroll_length=20,
+    num_minibatches=32,
+    num_updates_per_batch=8,
+    discounting=0.95,
+    learning_rate=3e-4,
+    entropy_cost=1e-3,
+    num_envs=2048,
+    batch_size=512,
+    seed=3,
 )
 BRAX_PUBLISHED["humanoid"] = dict(
-    num_timesteps=50_000_000, num_evals=10, reward_scaling=0.1, episode_length=1000,
-    normalize_observations=True, action_repeat=1, unroll_length=10, num_minibatches=32,
-    num_updates_per_batch=8, discounting=0.97, learning_rate=3e-4, entropy_cost=1e-3, num_envs=2048,
-    batch_size=1024, seed=1,
+    num_timesteps=50_000_000,
+    num_evals=10,
+    reward_scaling=0.1,
+    episode_length=1000,
+    normalize_observations=True,
+    action_repeat=1,
+    unroll_length=10,
+    num_minibatches=32,
+    num_updates_per_batch=8,
+    discounting=0.97,
+    learning_rate=3e-4,
+    entropy_cost=1e-3,
+    num_envs=2048,
+    batch_size=1024,
+    seed=1,
 )
 
 # brax ppo.train defaults that the published settings leave as they are (brax 0.14.2), plus the
@@ -401,12 +446,29 @@ def brax_worker(spec: dict) -> dict:
 
 # ---- the comparison ------------------------------------------------------------------------
 RESULT_HEADERS = [
-    "task", "library", "settings", "num_envs", "steps/iter", "compile s", "first iter s", "train steps/s",
-    "time to target s", "steps to target", "final eval", "peak RSS MiB", "device peak MiB", "run s",
+    "task",
+    "library",
+    "settings",
+    "num_envs",
+    "steps/iter",
+    "compile s",
+    "first iter s",
+    "train steps/s",
+    "time to target s",
+    "steps to target",
+    "final eval",
+    "peak RSS MiB",
+    "device peak MiB",
+    "run s",
 ]
 RATIO_HEADERS = [
-    "task", "strl_jax settings", "steps/s ratio", "compile ratio", "first iter ratio",
-    "time-to-target ratio", "peak RSS ratio",
+    "task",
+    "strl_jax settings",
+    "steps/s ratio",
+    "compile ratio",
+    "first iter ratio",
+    "time-to-target ratio",
+    "peak RSS ratio",
 ]
 
 
@@ -415,9 +477,19 @@ def result_row(task: str, label: str, settings: str, r: dict) -> list:
         return [task, label, settings, "failed", *[None] * (len(RESULT_HEADERS) - 4)]
     num_envs = r.get("kwargs", {}).get("num_envs") or r.get("config", {}).get("env", {}).get("num_envs")
     return [
-        task, label, settings, num_envs, r.get("steps_per_iteration"), r.get("compile_s"),
-        r.get("first_iteration_s"), r.get("sps"), r.get("time_to_target_s"), r.get("steps_to_target"),
-        r.get("final_eval"), r.get("peak_rss_mib"), r.get("device", {}).get("device_peak_mib"),
+        task,
+        label,
+        settings,
+        num_envs,
+        r.get("steps_per_iteration"),
+        r.get("compile_s"),
+        r.get("first_iteration_s"),
+        r.get("sps"),
+        r.get("time_to_target_s"),
+        r.get("steps_to_target"),
+        r.get("final_eval"),
+        r.get("peak_rss_mib"),
+        r.get("device", {}).get("device_peak_mib"),
         r.get("total_s"),
     ]
 
@@ -427,8 +499,16 @@ def aggregate(runs: list[dict]) -> dict:
     ok = [r for r in runs if "error" not in r]
     if len(ok) <= 1:
         return ok[0] if ok else runs[0]
-    keys = ("compile_s", "first_iteration_s", "sps", "time_to_target_s", "steps_to_target", "final_eval",
-            "peak_rss_mib", "total_s")
+    keys = (
+        "compile_s",
+        "first_iteration_s",
+        "sps",
+        "time_to_target_s",
+        "steps_to_target",
+        "final_eval",
+        "peak_rss_mib",
+        "total_s",
+    )
     merged = dict(ok[0])
     for k in keys:
         merged[k] = median_or_none([r.get(k) for r in ok])
@@ -460,28 +540,56 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tasks", default="inverted_pendulum,hopper,ant", help="comma-separated tasks")
     p.add_argument("--modes", default="matched,own", help="strl_jax settings to run: matched, own or both")
     p.add_argument("--backend", default=None, help="physics backend for every task (default: per task)")
-    p.add_argument("--num-timesteps", type=int, default=None,
-                   help="env-step budget per run (default: per task; rounded up to whole eval periods)")
-    p.add_argument("--eval-every", type=int, default=None,
-                   help="brax training steps (matched strl_jax iterations) between evaluations")
+    p.add_argument(
+        "--num-timesteps",
+        type=int,
+        default=None,
+        help="env-step budget per run (default: per task; rounded up to whole eval periods)",
+    )
+    p.add_argument(
+        "--eval-every",
+        type=int,
+        default=None,
+        help="brax training steps (matched strl_jax iterations) between evaluations",
+    )
     p.add_argument("--target", type=float, default=None, help="target eval return (default: per task)")
-    p.add_argument("--time-limit", type=float, default=None,
-                   help="seconds per run; a run stops at its first evaluation after this")
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        help="seconds per run; a run stops at its first evaluation after this",
+    )
     p.add_argument("--stop-at-target", action="store_true", help="end each run at its first eval >= target")
     p.add_argument("--repeats", type=int, default=1, help="runs of each library (order alternates)")
     p.add_argument("--seed", type=int, default=None, help="seed for both (default: brax's published 1)")
     p.add_argument("--num-eval-envs", type=int, default=NUM_EVAL_ENVS, help="eval envs of both libraries")
-    p.add_argument("--brax-stochastic-eval", action="store_true",
-                   help="evaluate brax with sampled actions (its default) instead of the mean action")
-    p.add_argument("--brax-set", action="append", default=[], metavar="KEY=VALUE",
-                   help="change a brax ppo.train setting (matched strl_jax follows), e.g. num_envs=1024")
-    p.add_argument("--strl-set", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra strl_jax override for both strl_jax runs, e.g. runner.compile_cache=true")
+    p.add_argument(
+        "--brax-stochastic-eval",
+        action="store_true",
+        help="evaluate brax with sampled actions (its default) instead of the mean action",
+    )
+    p.add_argument(
+        "--brax-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change a brax ppo.train setting (matched strl_jax follows), e.g. num_envs=1024",
+    )
+    p.add_argument(
+        "--strl-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra strl_jax override for both strl_jax runs, e.g. runner.compile_cache=true",
+    )
     p.add_argument("--brax-venv", default=DEFAULT_BRAX_VENV, help="venv for brax (created if missing)")
     p.add_argument("--brax-cuda", action="store_true", help="install jax[cuda12]==0.7.2 in the brax venv")
-    p.add_argument("--brax-python", default=None,
-                   help="run brax with this interpreter instead of the venv (one that has brax 0.14.2, e.g. "
-                        "with a CUDA jax >= 0.8: the worker then substitutes jax.device_put_replicated)")
+    p.add_argument(
+        "--brax-python",
+        default=None,
+        help="run brax with this interpreter instead of the venv (one that has brax 0.14.2, e.g. "
+        "with a CUDA jax >= 0.8: the worker then substitutes jax.device_put_replicated)",
+    )
     p.add_argument("--work-dir", default=None, help="logs and run folders (default: a new /tmp folder)")
     p.add_argument("--json", default=None, help="also write all results to this JSON file")
     p.add_argument("--setup-only", action="store_true", help="create the brax venv, print the plan, stop")
@@ -508,9 +616,11 @@ def main(argv: list[str] | None = None) -> int:
     brax_python = args.brax_python or ensure_brax_venv(Path(args.brax_venv), args.brax_cuda)
     work_dir = Path(args.work_dir or f"/tmp/strl_bench_runs/vs_brax-{time.strftime('%Y%m%d-%H%M%S')}")
     info = {"machine": machine_info(), "strl_device": device_info(), "work_dir": str(work_dir)}
-    print(f"machine: {info['machine']['cpu_model']}, {info['machine']['cpu_count']} CPUs, "
-          f"{info['machine']['memory_gib']} GiB; strl_jax on jax {info['strl_device']['jax']} "
-          f"({info['strl_device']['backend']}); brax with {brax_python}; logs in {work_dir}")
+    print(
+        f"machine: {info['machine']['cpu_model']}, {info['machine']['cpu_count']} CPUs, "
+        f"{info['machine']['memory_gib']} GiB; strl_jax on jax {info['strl_device']['jax']} "
+        f"({info['strl_device']['backend']}); brax with {brax_python}; logs in {work_dir}"
+    )
 
     plans = []
     for task in tasks:
@@ -521,8 +631,14 @@ def main(argv: list[str] | None = None) -> int:
         extra = parse_sets(args.brax_set)
         if args.seed is not None:
             extra["seed"] = args.seed
-        kw = brax_settings(task, args.num_timesteps or d["num_timesteps"], eval_every,
-                           not args.brax_stochastic_eval, args.num_eval_envs, extra)
+        kw = brax_settings(
+            task,
+            args.num_timesteps or d["num_timesteps"],
+            eval_every,
+            not args.brax_stochastic_eval,
+            args.num_eval_envs,
+            extra,
+        )
         budget, eval_steps = kw["num_timesteps"], eval_every * brax_steps_per_training_step(kw)
         strl_extra = [f"{k}={json.dumps(v)}" for k, v in parse_sets(args.strl_set).items()]
         runs = {"brax": {"kwargs": kw}}
@@ -538,12 +654,15 @@ def main(argv: list[str] | None = None) -> int:
             steps = preset.env.num_envs * preset.runner.num_steps_per_env * preset.env.action_repeat
             shared = common_strl_overrides(task, backend, kw, eval_steps, steps)
             runs["own"] = {"overrides": shared + strl_extra}
-        plans.append(dict(task=task, backend=backend, target=target, budget=budget, eval_steps=eval_steps,
-                          runs=runs))
+        plans.append(
+            dict(task=task, backend=backend, target=target, budget=budget, eval_steps=eval_steps, runs=runs)
+        )
         brax_eval = "stochastic" if args.brax_stochastic_eval else "deterministic"
-        print(f"\n== {task} ({backend}): budget {budget:,} env steps, evaluation every {eval_steps:,} "
-              f"steps on {kw['num_eval_envs']} envs ({brax_eval} for brax, deterministic for strl_jax), "
-              f"target {target}")
+        print(
+            f"\n== {task} ({backend}): budget {budget:,} env steps, evaluation every {eval_steps:,} "
+            f"steps on {kw['num_eval_envs']} envs ({brax_eval} for brax, deterministic for strl_jax), "
+            f"target {target}"
+        )
         print("brax ppo.train: " + ", ".join(f"{k}={v}" for k, v in kw.items()))
         for line in runs.get("matched", {}).get("mapping", []):
             print(line)
@@ -561,34 +680,57 @@ def main(argv: list[str] | None = None) -> int:
         for rep in range(args.repeats):
             for name in order if rep % 2 == 0 else list(reversed(order)):
                 label = f"{task}-{rep}-{name}"
-                common_spec = {"task": task, "target": plan["target"], "time_limit_s": args.time_limit,
-                               "stop_at_target": args.stop_at_target}
+                common_spec = {
+                    "task": task,
+                    "target": plan["target"],
+                    "time_limit_s": args.time_limit,
+                    "stop_at_target": args.stop_at_target,
+                }
                 print(f"\n[{time.strftime('%H:%M:%S')}] {label} ...", flush=True)
                 if name == "brax":
                     brax_kw = plan["runs"]["brax"]["kwargs"]
                     spec = {**common_spec, "backend": plan["backend"], "kwargs": brax_kw}
-                    r = run_worker([str(brax_python), str(Path(__file__).resolve()), "--worker", "brax"],
-                                   spec, work_dir, label, timeout, env=child_environment())
+                    r = run_worker(
+                        [str(brax_python), str(Path(__file__).resolve()), "--worker", "brax"],
+                        spec,
+                        work_dir,
+                        label,
+                        timeout,
+                        env=child_environment(),
+                    )
                 else:
-                    spec = {**common_spec, "overrides": plan["runs"][name]["overrides"],
-                            "log_dir": str(work_dir / label)}
-                    r = run_worker([sys.executable, str(BENCH_DIR / "common.py"), "strl-worker"],
-                                   spec, work_dir, label, timeout, env=child_environment())
+                    spec = {
+                        **common_spec,
+                        "overrides": plan["runs"][name]["overrides"],
+                        "log_dir": str(work_dir / label),
+                    }
+                    r = run_worker(
+                        [sys.executable, str(BENCH_DIR / "common.py"), "strl-worker"],
+                        spec,
+                        work_dir,
+                        label,
+                        timeout,
+                        env=child_environment(),
+                    )
                 r.update(task=task, name=name, repeat=rep)
                 results.append(r)
                 if "error" in r:
                     print(r["error"], flush=True)
                 else:
-                    print(f"  steps/s {fmt(r.get('sps'))}, compile {fmt(r.get('compile_s'))} s, "
-                          f"time to target {fmt(r.get('time_to_target_s'))} s, "
-                          f"final eval {fmt(r.get('final_eval'))}, peak RSS {fmt(r['peak_rss_mib'])} MiB, "
-                          f"stopped by {r.get('stop_reason')}, {r['wall_s']:.0f} s", flush=True)
+                    print(
+                        f"  steps/s {fmt(r.get('sps'))}, compile {fmt(r.get('compile_s'))} s, "
+                        f"time to target {fmt(r.get('time_to_target_s'))} s, "
+                        f"final eval {fmt(r.get('final_eval'))}, peak RSS {fmt(r['peak_rss_mib'])} MiB, "
+                        f"stopped by {r.get('stop_reason')}, {r['wall_s']:.0f} s",
+                        flush=True,
+                    )
 
     table, ratios, goals = [], [], []
     for plan in plans:
         task = plan["task"]
-        by_name = {n: aggregate([r for r in results if r["task"] == task and r["name"] == n])
-                   for n in plan["runs"]}
+        by_name = {
+            n: aggregate([r for r in results if r["task"] == task and r["name"] == n]) for n in plan["runs"]
+        }
         brax = by_name["brax"]
         table.append(result_row(task, "brax", "published", brax))
         for mode in ("matched", "own"):
@@ -607,8 +749,10 @@ def main(argv: list[str] | None = None) -> int:
             goals += goal_lines(task, mode, sps_r, compile_r, ttt_r)
 
     medians = ", medians" if args.repeats > 1 else ""
-    print(f"\nResults ({args.repeats} repeat(s){medians}; times in seconds from the library's train call; "
-          "'-' = not reached / not measured)")
+    print(
+        f"\nResults ({args.repeats} repeat(s){medians}; times in seconds from the library's train call; "
+        "'-' = not reached / not measured)"
+    )
     print(format_table(RESULT_HEADERS, table))
     print("\nRatios strl_jax / brax (steps/s: higher is better; the others: lower is better)")
     print(format_table(RATIO_HEADERS, ratios))

@@ -26,7 +26,14 @@ from vs_brax import BENCH_DEFAULTS, DEFAULT_BRAX_VENV, ensure_brax_venv
 
 OPT_OUT = xla_cpu_defaults().OPT_OUT_VARIABLE
 HEADERS = [
-    "task", "backend", "num_envs", "program traced by", "run on jax", "XLA_FLAGS", "compile s", "env steps/s"
+    "task",
+    "backend",
+    "num_envs",
+    "program traced by",
+    "run on jax",
+    "XLA_FLAGS",
+    "compile s",
+    "env steps/s",
 ]
 
 
@@ -79,16 +86,30 @@ def worker(spec: dict) -> dict[str, Any]:
     steps = spec["num_envs"] * spec["length"]
     rows = []
     compile_s, call_s = time_compiled(run, leaves, spec["repeats"])
-    rows.append({"traced_by": jax.__version__, "run_on": jax.__version__, "xla_flags": flags,
-                 "compile_s": compile_s, "steps_per_s": steps / call_s})
+    rows.append(
+        {
+            "traced_by": jax.__version__,
+            "run_on": jax.__version__,
+            "xla_flags": flags,
+            "compile_s": compile_s,
+            "steps_per_s": steps / call_s,
+        }
+    )
     program = Path(spec["program"])
     if spec["export"]:
         program.write_bytes(export.export(jax.jit(run))(*leaves).serialize())
     else:
         exported = export.deserialize(bytearray(program.read_bytes()))
         compile_s, call_s = time_compiled(exported.call, leaves, spec["repeats"])
-        rows.append({"traced_by": spec["exported_by"], "run_on": jax.__version__, "xla_flags": flags,
-                     "compile_s": compile_s, "steps_per_s": steps / call_s})
+        rows.append(
+            {
+                "traced_by": spec["exported_by"],
+                "run_on": jax.__version__,
+                "xla_flags": flags,
+                "compile_s": compile_s,
+                "steps_per_s": steps / call_s,
+            }
+        )
     return {"jax": jax.__version__, "rows": rows}
 
 
@@ -119,11 +140,23 @@ def main(argv: list[str] | None = None) -> int:
     table, results, failed = [], [], False
     for task in [t for t in args.tasks.split(",") if t]:
         backend = BENCH_DEFAULTS.get(task, {}).get("backend", "positional")
-        spec = {"task": task, "backend": backend, "num_envs": args.num_envs, "length": args.length,
-                "repeats": args.repeats, "program": str(work_dir / f"{task}.jax_export")}
+        spec = {
+            "task": task,
+            "backend": backend,
+            "num_envs": args.num_envs,
+            "length": args.length,
+            "repeats": args.repeats,
+            "program": str(work_dir / f"{task}.jax_export"),
+        }
         print(f"[{time.strftime('%H:%M:%S')}] {task}: exporting and timing with {brax_python}", flush=True)
-        first = run_worker([brax_python, *me], {**spec, "export": True}, work_dir, f"{task}-export", None,
-                           env=child_environment())
+        first = run_worker(
+            [brax_python, *me],
+            {**spec, "export": True},
+            work_dir,
+            f"{task}-export",
+            None,
+            env=child_environment(),
+        )
         if "error" in first:
             print(first["error"], flush=True)
             failed = True
@@ -133,18 +166,37 @@ def main(argv: list[str] | None = None) -> int:
             env = child_environment()
             if opt_out is not None:
                 env[OPT_OUT] = opt_out
-            print(f"[{time.strftime('%H:%M:%S')}] {task}: timing with {sys.executable} "
-                  f"({'XLA defaults' if opt_out else 'strl_jax defaults'})", flush=True)
-            result = run_worker([sys.executable, *me], {**spec, "export": False, "exported_by": first["jax"]},
-                                work_dir, f"{task}-run-{label}", None, env=env)
+            print(
+                f"[{time.strftime('%H:%M:%S')}] {task}: timing with {sys.executable} "
+                f"({'XLA defaults' if opt_out else 'strl_jax defaults'})",
+                flush=True,
+            )
+            result = run_worker(
+                [sys.executable, *me],
+                {**spec, "export": False, "exported_by": first["jax"]},
+                work_dir,
+                f"{task}-run-{label}",
+                None,
+                env=env,
+            )
             if "error" in result:
                 print(result["error"], flush=True)
                 failed = True
             runs.append(result)
         for result in runs:
             for row in result.get("rows", []):
-                table.append([task, backend, args.num_envs, row["traced_by"], row["run_on"],
-                              row["xla_flags"] or "-", row["compile_s"], row["steps_per_s"]])
+                table.append(
+                    [
+                        task,
+                        backend,
+                        args.num_envs,
+                        row["traced_by"],
+                        row["run_on"],
+                        row["xla_flags"] or "-",
+                        row["compile_s"],
+                        row["steps_per_s"],
+                    ]
+                )
         results.append({"task": task, "runs": runs})
     print(format_table(HEADERS, table))
     if args.json:

@@ -26,22 +26,40 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, help="random seed")
     parser.add_argument("--max_iterations", type=int, help="training iterations (runner.max_iterations)")
     parser.add_argument("--log_dir", help="output folder (default runs/<task>/<timestamp>)")
-    parser.add_argument("--config", action="append", default=[], metavar="FILE.yaml",
-                        help="YAML config merged over the preset (may be repeated)")
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="FILE.yaml",
+        help="YAML config merged over the preset (may be repeated)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no console summaries or progress bar")
-    parser.add_argument("--resume", metavar="LOG_DIR",
-                        help="continue the run in LOG_DIR from its newest checkpoint, with its config.yaml "
-                        "(overrides such as runner.max_iterations=N still apply)")
-    parser.add_argument("--checkpoint", type=int, metavar="N",
-                        help="with --resume: continue from checkpoint N")
-    parser.add_argument("--load", metavar="PATH",
-                        help="warm start: params and normalisers from a run folder or checkpoint folder; "
-                        "fresh optimiser and counters")
-    parser.add_argument("--distributed", action="store_true",
-                        help="multi-host run: call jax.distributed.initialize (auto-detected on TPU pods "
-                        "and SLURM, or from the flags below / JAX_COORDINATOR_ADDRESS etc.)")
-    parser.add_argument("--coordinator_address", metavar="HOST:PORT",
-                        help="with --distributed: process 0's address, the same on every process")
+    parser.add_argument(
+        "--resume",
+        metavar="LOG_DIR",
+        help="continue the run in LOG_DIR from its newest checkpoint, with its config.yaml "
+        "(overrides such as runner.max_iterations=N still apply)",
+    )
+    parser.add_argument(
+        "--checkpoint", type=int, metavar="N", help="with --resume: continue from checkpoint N"
+    )
+    parser.add_argument(
+        "--load",
+        metavar="PATH",
+        help="warm start: params and normalisers from a run folder or checkpoint folder; "
+        "fresh optimiser and counters",
+    )
+    parser.add_argument(
+        "--distributed",
+        action="store_true",
+        help="multi-host run: call jax.distributed.initialize (auto-detected on TPU pods "
+        "and SLURM, or from the flags below / JAX_COORDINATOR_ADDRESS etc.)",
+    )
+    parser.add_argument(
+        "--coordinator_address",
+        metavar="HOST:PORT",
+        help="with --distributed: process 0's address, the same on every process",
+    )
     parser.add_argument("--num_processes", type=int, help="with --distributed: number of processes")
     parser.add_argument("--process_id", type=int, help="with --distributed: this process's index")
     parser.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
@@ -66,8 +84,16 @@ def resolve_run_config(args: argparse.Namespace):
         if args.checkpoint is not None:
             raise ConfigError("--checkpoint selects the checkpoint to continue from; use it with --resume")
         return resolve_config(args.task or DEFAULT_TASK, args.config, overrides)
-    clashes = [flag for flag, value in (("--task", args.task), ("--config", args.config),
-                                        ("--log_dir", args.log_dir), ("--load", args.load)) if value]
+    clashes = [
+        flag
+        for flag, value in (
+            ("--task", args.task),
+            ("--config", args.config),
+            ("--log_dir", args.log_dir),
+            ("--load", args.load),
+        )
+        if value
+    ]
     if clashes:
         raise ConfigError(f"--resume takes the run's own config.yaml and folder; drop {', '.join(clashes)}")
     run = Path(args.resume)

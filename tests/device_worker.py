@@ -58,8 +58,10 @@ def main() -> int:
     counts = [int(c) for c in args.device_counts.split(",")] if args.device_counts else [None]
     for count in counts:
         log_dir = args.log_dir if count is None else f"{args.log_dir}/devices_{count}"
-        run_cfg = cfg if count is None else dataclasses.replace(
-            cfg, runner=dataclasses.replace(cfg.runner, num_devices=count)
+        run_cfg = (
+            cfg
+            if count is None
+            else dataclasses.replace(cfg, runner=dataclasses.replace(cfg.runner, num_devices=count))
         )
         result = train(run_cfg, log_dir, verbose=False, resume=args.resume, handle_signals=False)
         ts = result.train_state

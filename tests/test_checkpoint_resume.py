@@ -152,8 +152,18 @@ def _steps(log_dir: Path) -> list[int]:
 def test_sigkill_between_checkpoints_resumes_from_the_last_one(tmp_path):
     log_dir = tmp_path / "killed"
     no_eval = "runner.eval_interval=0"  # spares the subprocess a compile
-    cmd = [sys.executable, "-m", "strl_jax.train", "--log_dir", str(log_dir), "--quiet", *TINY,
-           "runner.max_iterations=100000", "runner.save_interval=5", no_eval]
+    cmd = [
+        sys.executable,
+        "-m",
+        "strl_jax.train",
+        "--log_dir",
+        str(log_dir),
+        "--quiet",
+        *TINY,
+        "runner.max_iterations=100000",
+        "runner.save_interval=5",
+        no_eval,
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 150
     while len(_steps(log_dir)) < 2:

@@ -124,9 +124,7 @@ def test_finished_envs_restart_from_their_own_reset_key():
                 fresh = jax.vmap(env64.env.reset)(keys[:, 1])
                 stepped = jax.vmap(env64.env.step)(s.brax_state, jnp.clip(action, -1, 1))
                 f = finished[:, None]
-                np.testing.assert_allclose(
-                    nxt.brax_state.obs, np.where(f, fresh.obs, stepped.obs), atol=1e-6
-                )
+                np.testing.assert_allclose(nxt.brax_state.obs, np.where(f, fresh.obs, stepped.obs), atol=1e-6)
                 np.testing.assert_array_equal(nxt.reset_key, np.where(f, keys[:, 0], s.reset_key))
                 break
             s = nxt

@@ -162,8 +162,12 @@ def test_jax_export_artifact_reproduces_the_policy():
 def test_jax_export_of_a_recurrent_policy_carries_the_hidden_state(rnn_type):
     cfg = resolve_config(
         "inverted_pendulum",
-        overrides=["policy.class_name=ActorCriticRecurrent", f"policy.rnn_type={rnn_type}",
-                   "policy.rnn_hidden_size=8", "policy.actor_hidden_dims=[16]"],
+        overrides=[
+            "policy.class_name=ActorCriticRecurrent",
+            f"policy.rnn_type={rnn_type}",
+            "policy.rnn_hidden_size=8",
+            "policy.actor_hidden_dims=[16]",
+        ],
     )
     shapes = {"policy": (OBS,), "critic": (OBS,)}
     params = make_policy_model(ACT, cfg.policy).init(jax.random.PRNGKey(0), shapes)

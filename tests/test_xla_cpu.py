@@ -14,8 +14,18 @@ from strl_jax.xla_cpu import YNN_FUSION_FLAG, cpu_flags, flag_known, installed_j
 
 @pytest.mark.parametrize(
     "version, known",
-    [("0.8.0", False), ("0.8.3", True), ("0.9.0.1", True), ("0.10.2", True), ("0.12.0rc1", True),
-     ("0.13.0", False), ("1.0.0", False), ("", False), (None, False), ("dev", False)],
+    [
+        ("0.8.0", False),
+        ("0.8.3", True),
+        ("0.9.0.1", True),
+        ("0.10.2", True),
+        ("0.12.0rc1", True),
+        ("0.13.0", False),
+        ("1.0.0", False),
+        ("", False),
+        (None, False),
+        ("dev", False),
+    ],
 )
 def test_flag_only_for_jaxlib_versions_that_have_it(version, known):
     assert flag_known(version) is known

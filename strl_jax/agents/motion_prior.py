@@ -164,8 +164,9 @@ class MotionPrior:
         """
         flat = lambda x: x.reshape(-1, x.shape[-1])  # noqa: E731
         if self.shared_normalizer:
-            policy_n, expert_n = normalize(normalizers.policy, flat(policy_amp)), normalize(
-                normalizers.policy, flat(expert_amp)
+            policy_n, expert_n = (
+                normalize(normalizers.policy, flat(policy_amp)),
+                normalize(normalizers.policy, flat(expert_amp)),
             )
         else:
             policy_n, expert_n = normalize_amp_obs(normalizers, flat(policy_amp), flat(expert_amp))

@@ -236,6 +236,7 @@ def restore_raw(
 def fill_from(abstract: Any, raw: Any, prefix: str = "") -> Any:
     """`abstract`'s structure with the arrays of `raw` (same paths, as `tree_signature` names them)."""
     flat = {path_name(p): leaf for p, leaf in jax.tree_util.tree_leaves_with_path(raw)}
+
     def pick(p, leaf):
         value = flat[prefix + path_name(p)]
         if isinstance(value, jax.Array) and value.dtype == leaf.dtype:

@@ -177,7 +177,7 @@ class RunLogger:
                 add(label, f"{row[key]:.4g}")
         for key, value in row.items():
             if key.startswith("episode/"):
-                add(f"Episode {key[len('episode/'):]}:", f"{value:.4g}")
+                add(f"Episode {key[len('episode/') :]}:", f"{value:.4g}")
         lines.append("-" * width)
         add("Total timesteps:", row["env_steps"])
         add("Iteration time:", f"{row['iteration_time']:.2f}s")
