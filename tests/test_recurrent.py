@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from learning_runs import memory_vs_feedforward
 from rsl_rl.utils import split_and_pad_trajectories, unpad_trajectories
 
 from strl_jax.configs import resolve_config
@@ -143,24 +144,11 @@ def test_recurrent_iteration_runs_and_minibatches_are_environments(recurrent_lea
 @pytest.mark.slow
 def test_memory_beats_mlp_when_velocities_are_hidden(tmp_path):
     """On the partially observable preset, an LSTM policy balances far better than an MLP with the
-    same budget (the MLP cannot tell which way the pole is moving)."""
-    from strl_jax.train_loops.runner import train
-
-    common = ["runner.max_iterations=40", "runner.eval_interval=10", "runner.save_interval=0"]
-    rnn = train(resolve_config("inverted_pendulum_pomdp", overrides=common), tmp_path / "rnn", verbose=False)
-    mlp_cfg = resolve_config(
-        "inverted_pendulum_pomdp",
-        overrides=common
-        + [
-            "policy.class_name=ActorCritic",
-            "policy.actor_hidden_dims=[64, 64]",
-            "policy.critic_hidden_dims=[64, 64]",
-        ],
-    )
-    mlp = train(mlp_cfg, tmp_path / "mlp", verbose=False)
-    best = lambda result: max(r["eval_reward"] for r in result.rows if "eval_reward" in r)
-    assert best(rnn) >= 500, best(rnn)
-    assert best(rnn) >= 2 * best(mlp), (best(rnn), best(mlp))
+    same budget (the MLP cannot tell which way the pole is moving). Over seeds and both rounding
+    variants the LSTM's best return within 60 iterations was 808-1000, the MLP's 130-160 (an MLP
+    stays under ~240 here even in 100 iterations; BENCHMARKS.md)."""
+    lstm, mlp = memory_vs_feedforward(tmp_path)
+    assert lstm >= 2 * mlp and lstm >= 400, (lstm, mlp)
 
 
 def test_recurrent_run_resumes_exactly(tmp_path):

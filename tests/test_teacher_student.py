@@ -4,81 +4,27 @@ the same runner, checkpoints and logging as `python -m strl_jax.train`."""
 
 from __future__ import annotations
 
-import functools
 import json
 
 import chex
-import jax
 import pytest
+from learning_runs import PENDULUM_EPISODE, STUDENTS, student_cfg, teacher_return_on_student_env
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from strl_jax.configs import resolve_config
-from strl_jax.envs import make_env_from_config
 from strl_jax.train_loops.runner import build_programs, train
-
-EPISODE = 200
-COMMON = [
-    f"env.episode_length={EPISODE}",
-    "env.num_envs=128",
-    "runner.num_eval_envs=16",
-    "runner.save_interval=0",
-    "runner.print_interval=1000",
-]
-TEACHER = [
-    *COMMON,
-    # 30 iterations is a small budget: teachers of seeds 3-5 reach 200 by iteration 10-20, those
-    # of seeds 1 and 6 may plateau near 140. The test is about the students.
-    "seed=4",
-    "runner.num_steps_per_env=16",
-    "runner.normalizer_until=4e4",
-    "runner.max_iterations=30",
-    "runner.eval_interval=0",  # measured below, on the students' env
-]
-STUDENT = [
-    *COMMON,
-    "runner.num_steps_per_env=24",
-    "policy.rnn_hidden_size=32",
-    "policy.actor_hidden_dims=[32]",
-    "policy.critic_hidden_dims=[32]",
-    "runner.normalizer_until=4e4",
-    "runner.max_iterations=25",
-    "runner.eval_interval=25",
-]
-STUDENTS = {
-    # episodes end (and masks are redrawn) every ~8 iterations: a short schedule hands over sooner
-    "inverted_pendulum_student_tppo": ["algorithm.update_times_scale=5"],
-    "inverted_pendulum_student_distillation": [],
-}
-
-
-def student_cfg(preset: str, teacher_dir, *overrides: str):
-    return resolve_config(
-        preset,
-        overrides=[
-            *STUDENT,
-            *STUDENTS[preset],
-            f"algorithm.teacher_policy.checkpoint={teacher_dir}",
-            *overrides,
-        ],
-    )
 
 
 @pytest.fixture(scope="module")
-def teacher(tmp_path_factory):
-    """`(run folder, deterministic return on the students' env)` of a full-state PPO teacher."""
-    path = tmp_path_factory.mktemp("teacher")
-    train(resolve_config("inverted_pendulum_teacher", overrides=TEACHER), path, verbose=False)
-    cfg = student_cfg("inverted_pendulum_student_tppo", path)
-    learner = build_programs(cfg).learner
-    evaluate = jax.jit(functools.partial(learner.evaluate_teacher, make_env_from_config(cfg.env, 16)))
-    result = evaluate(learner.guidance.teacher.initial_state, jax.random.PRNGKey(7))
-    return path, float(result["episode_reward"])
+def teacher(pendulum_expert):
+    """`(run folder, deterministic return on the students' env)` of the full-state PPO expert."""
+    path, _ = pendulum_expert
+    return path, teacher_return_on_student_env(path)
 
 
 @pytest.mark.parametrize("preset", sorted(STUDENTS))
 def test_student_reaches_80_percent_of_the_teacher(teacher, preset, tmp_path):
     teacher_dir, teacher_return = teacher
-    assert teacher_return >= 0.9 * EPISODE, "the teacher itself did not learn"
+    assert teacher_return >= 0.9 * PENDULUM_EPISODE, "the teacher itself did not learn"
     cfg = student_cfg(preset, teacher_dir)
     assert cfg.env.obs_groups["policy"] == [0, 1]  # no velocities for the student's actor
     result = train(cfg, tmp_path, verbose=False)

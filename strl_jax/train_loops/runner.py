@@ -8,8 +8,10 @@ stopped.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
+import gc
 import json
 import os
 import signal
@@ -95,17 +97,44 @@ class Programs:
     sharded: ShardedPrograms
 
 
-_PROGRAMS: dict[str, Programs] = {}
+# The programs of the most recently built configs, newest last. Bounded because every compiled
+# XLA:CPU program keeps its JIT code in memory mappings (one small config's programs: ~3,000), and
+# Linux caps a process at vm.max_map_count of them (65,530 by default): past the cap LLVM cannot
+# allocate and XLA crashes with a segmentation fault. Dropping a config's programs frees them.
+MAX_CACHED_CONFIGS = 4
+_PROGRAMS: collections.OrderedDict[str, Programs] = collections.OrderedDict()
 
 
-def build_programs(cfg: TrainConfig) -> Programs:
-    """Build (or reuse, within this process) the env, learner and jitted functions for `cfg`."""
+def program_key(cfg: TrainConfig) -> str:
+    """What compiled programs depend on: the config less its seed and host-only runner fields."""
     data = config_to_dict(cfg)
     data.pop("seed")
     for name in HOST_ONLY_RUNNER_FIELDS:
         data["runner"].pop(name)
-    key = json.dumps(data, sort_keys=True, default=str)
-    if key not in _PROGRAMS:
+    return json.dumps(data, sort_keys=True, default=str)
+
+
+def release_programs() -> None:
+    """Drop every cached config's programs and jax's own compilation caches (their memory and
+    memory mappings are freed once nothing else holds them); the persistent cache stays."""
+    _PROGRAMS.clear()
+    jax.clear_caches()
+    gc.collect()
+
+
+def build_programs(cfg: TrainConfig) -> Programs:
+    """Build (or reuse, within this process) the env, learner and jitted functions for `cfg`.
+
+    Up to `MAX_CACHED_CONFIGS` configs keep their programs; building another drops the least
+    recently used one.
+    """
+    key = program_key(cfg)
+    if key in _PROGRAMS:
+        _PROGRAMS.move_to_end(key)
+    else:
+        while len(_PROGRAMS) >= MAX_CACHED_CONFIGS:
+            _PROGRAMS.popitem(last=False)
+            gc.collect()  # programs sit in reference cycles: free their mappings now, not later
         env = make_env_from_config(cfg.env, amp=cfg.algorithm.class_name in AMP_ALGORITHMS)
         learner = make_learner(env, cfg)
         eval_env = env.replace(num_envs=cfg.runner.num_eval_envs)  # building a brax env takes seconds
