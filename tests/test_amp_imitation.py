@@ -3,8 +3,8 @@ APPO trained on the style reward alone (`task_reward_lerp: 0`) from a fresh poli
 like it. bench/amp_imitation.py runs the full-size version (hopper; BENCHMARKS.md).
 
 Thresholds: over expert/APPO seeds and both XLA:CPU rounding variants (bench/learning_spread.py),
-APPO's episodes after 60 iterations were all 200 steps (untrained policies: 49-86), and its
-pole-angle distance to the expert 0.12-0.59 of the untrained policy's. The discriminator's
+APPO's episodes after 60 iterations were all 200 steps (untrained policies: 44-86), and its
+pole-angle distance to the expert 0.09-0.59 of the untrained policy's (10 runs). The discriminator's
 accuracy on policy samples does not fall reliably (it wandered between 0.5 and 0.86 in every
 run), so it is not asserted.
 """
