@@ -16,7 +16,7 @@ from strl_jax.train_loops.runner import build_programs, train
 
 @pytest.fixture(scope="module")
 def teacher(pendulum_expert):
-    """`(run folder, deterministic return on the students' env)` of the full-state PPO expert."""
+    """`(checkpoint folder, deterministic return on the students' env)` of the pendulum expert."""
     path, _ = pendulum_expert
     return path, teacher_return_on_student_env(path)
 
