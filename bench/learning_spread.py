@@ -57,7 +57,8 @@ def run_case(case: str, seed: int, work: Path) -> dict:
         out = {"teacher_return": teacher_return_on_student_env(expert)}
         for preset in STUDENTS:
             result = train(student_cfg(preset, expert, f"seed={seed}"), work / preset, verbose=False)
-            out[preset.rsplit("_", 1)[-1]] = result.last_eval_reward
+            evals = [r["eval_reward"] for r in result.rows if "eval_reward" in r]
+            out[preset.rsplit("_", 1)[-1]] = {"best": max(evals), "last": evals[-1]}
         return out
     if case == "memory":
         rnn, mlp = memory_vs_feedforward(work, seed)

@@ -137,7 +137,7 @@ STUDENT = [
     "policy.actor_hidden_dims=[32]",
     "policy.critic_hidden_dims=[32]",
     "runner.max_iterations=25",
-    "runner.eval_interval=25",
+    "runner.eval_interval=5",
 ]
 STUDENTS = {
     # episodes end (and masks are redrawn) every ~8 iterations: a short schedule hands over sooner
