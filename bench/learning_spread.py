@@ -31,6 +31,7 @@ CASES = ("expert", "imitation", "memory", "students")
 
 
 def run_case(case: str, seed: int, work: Path) -> dict:
+    # Imported here, not at the top: the worker sets the XLA:CPU flag before strl_jax starts jax.
     from learning_runs import (
         STUDENTS,
         memory_vs_feedforward,
