@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from strl_jax.buffers.motion_files import (
@@ -38,17 +37,13 @@ from strl_jax.buffers.motion_files import (
     write_json_atomic,
     write_trajectory,
 )
+from strl_jax.envs.amp_obs import WithAmpObservation, amp_observation_size, resolve_components
+from strl_jax.errors import CheckpointError, CollectError, CollectionIncomplete, ConfigError
+from strl_jax.inference import load_policy
+from strl_jax.networks.acting import Actor
 
 TRAJ_PREFIX = "traj_"
 DEFAULT_CHUNK_STEPS = 200
-
-
-class CollectError(Exception):
-    """A collection that cannot start or continue; the message says why."""
-
-
-class CollectionIncomplete(CollectError):
-    """`max_env_steps` ran out before the dataset met its minimums (what was found is saved)."""
 
 
 @dataclasses.dataclass
@@ -107,38 +102,22 @@ def open_dataset(out: Path, identity: dict) -> DatasetProgress:
     return DatasetProgress(next_index, len(files), steps, meta)
 
 
-def make_chunk_rollout(env, cfg, chunk_steps: int, sample_actions: bool) -> Callable:
+def make_chunk_rollout(env, actor: Actor, chunk_steps: int, sample_actions: bool) -> Callable:
     """Jitted `(params, normalizers, carry, key) -> (carry, per-step arrays [C, N, ...])`.
 
-    carry = (env state, observation groups, policy hidden state). The per-step arrays hold the
+    carry = (env state, observation groups, the actor's hidden state). The per-step arrays hold the
     observation each step acted on (its AMP frame included), the executed action, reward,
     terminated/truncated flags and the AMP frame of the state the step reached before any reset.
+    Sampled actions draw one key per env and step.
     """
-    from strl_jax.inference import get_acting_policy
-    from strl_jax.networks.gaussian import gaussian_sample
-    from strl_jax.networks.memory import reset_hidden
-    from strl_jax.networks.normalizer import normalize
-    from strl_jax.networks.policy import make_policy_model
-
-    clip = cfg.env.clip_actions
-
-    def act(params, normalizers, obs, hidden, key):
-        if not sample_actions:
-            return get_acting_policy(cfg, params, normalizers).step(obs, hidden)
-        model = make_policy_model(env.action_size, cfg.policy)
-        x = normalize(normalizers["policy"], obs) if cfg.runner.empirical_normalization else obs
-        groups = {"actor": hidden} if model.recurrent else {}
-        mean, std, groups = model.distribution(params, {"policy": x}, groups)
-        action = gaussian_sample(key, mean, std)
-        action = jnp.clip(action, -clip, clip) if clip is not None else action
-        return action, groups["actor"] if model.recurrent else hidden
 
     def rollout(params, normalizers, carry, key):
         def step(carry, key):
             env_state, obs, hidden = carry
-            action, hidden = act(params, normalizers, obs["policy"], hidden, key)
+            keys = jax.random.split(key, env.num_envs) if sample_actions else None
+            action, hidden = actor.act(params, normalizers, obs, hidden, keys)
             env_state, res = env.step(env_state, action)
-            hidden = reset_hidden(hidden, res.terminated | res.truncated)
+            hidden = actor.reset_hidden(hidden, res.terminated | res.truncated)
             record = {
                 "obs": obs["policy"],
                 "critic_obs": obs["critic"],
@@ -219,9 +198,6 @@ def collect(
     with `success_traj_only` would otherwise run forever); running out raises
     `CollectionIncomplete` after the trajectories found so far are saved.
     """
-    from strl_jax.envs.amp_obs import WithAmpObservation, amp_observation_size, resolve_components
-    from strl_jax.inference import load_policy
-
     out = Path(out)
     loaded = load_policy(log_dir, checkpoint)
     cfg = loaded.cfg
@@ -288,13 +264,14 @@ def collect(
         )
         return progress.metadata
     chunk = chunk_steps or min(cfg.env.episode_length, DEFAULT_CHUNK_STEPS)
-    rollout = make_chunk_rollout(env, cfg, chunk, sample_actions)
+    actor = loaded.actor
+    rollout = make_chunk_rollout(env, actor, chunk, sample_actions)
     # Another session (or files left by an interrupted one) -> other initial states and samples.
     key = jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), len(sessions)), progress.next_index)
     reset_key, key = jax.random.split(key)
     env_state, obs = env.reset(reset_key)
     # Committed like the rollout's own outputs, so the second chunk does not compile a second program.
-    carry = jax.device_put((env_state, obs, loaded.acting().initial_hidden(num_envs)), jax.devices()[0])
+    carry = jax.device_put((env_state, obs, actor.initial_hidden(num_envs)), jax.devices()[0])
     cutter = TrajectoryCutter(num_envs)
     start = time.time()
     chunk_i = 0
@@ -377,9 +354,6 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, flag) < 0:
             print(f"error: --{flag} must be >= 0", file=sys.stderr)
             return 2
-
-    from strl_jax.configs.loader import ConfigError
-    from strl_jax.train_loops.checkpoint import CheckpointError
 
     components = args.amp_obs_components.split(",") if args.amp_obs_components else None
     try:

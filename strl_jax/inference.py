@@ -1,9 +1,10 @@
 """The deployable policy: observation in, action out, normaliser baked in, no randomness.
 
-The functions here close over the parameters, so what they return is pure and can be jitted,
-exported with `jax.export`, or rebuilt as an ONNX graph (`strl_jax.export`). The action is the
-Gaussian mean, clipped to `env.clip_actions` the way the env clips it, so what a robot executes
-equals what the env executed during deterministic evaluation.
+Everything acts through `strl_jax.networks.acting.Actor`. The functions here close over the
+parameters, so what they return is pure and can be jitted, exported with `jax.export`, or traced
+into an ONNX graph (`strl_jax.export`). The action is the Gaussian mean, clipped to
+`env.clip_actions` the way the env clips it, so what a robot executes equals what the env executed
+during deterministic evaluation.
 """
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
+from flax import struct
 
+from strl_jax.agents.motion_prior import AMP_GROUP
 from strl_jax.configs.loader import config_from_dict
 from strl_jax.configs.schema import TrainConfig
-from strl_jax.envs.brax_env import BraxVecEnv
-from strl_jax.networks.normalizer import NormalizerState, normalize
+from strl_jax.envs.brax_env import BraxVecEnv, make_env_from_config
+from strl_jax.networks.acting import Actor, make_actor
+from strl_jax.networks.normalizer import NormalizerState, init_normalizer
 from strl_jax.networks.policy import make_policy_model
+from strl_jax.train_loops.checkpoint import load_params_and_normalizers, read_checkpoint_meta
 
 Policy = Callable[[jax.Array], jax.Array]
 Hidden = Any  # the actor's recurrent state ([layers, batch, size] arrays), {} for feed-forward policies
@@ -33,6 +37,11 @@ def action_size(params: Any) -> int:
     return int((inner["std"] if "std" in inner else inner["log_std"]).shape[-1])
 
 
+def actor_of(cfg: TrainConfig, params: Any) -> Actor:
+    """The acting policy a run trained (its network, normalisation and action clipping)."""
+    return make_actor(make_policy_model(action_size(params), cfg.policy), cfg)
+
+
 @dataclasses.dataclass(frozen=True)
 class ActingPolicy:
     """`step(obs, hidden) -> (action, hidden')` on the policy group's observation `[batch, obs_dim]`,
@@ -43,23 +52,23 @@ class ActingPolicy:
     recurrent: bool
 
 
-def get_acting_policy(cfg: TrainConfig, params: Any, normalizers: dict[str, NormalizerState]) -> ActingPolicy:
-    """The deterministic policy of any policy class, with its hidden state explicit."""
-    model = make_policy_model(action_size(params), cfg.policy)
-    normalizer = normalizers["policy"] if cfg.runner.empirical_normalization else None
-    clip = cfg.env.clip_actions
+def acting_policy(actor: Actor, params: Any, normalizers: dict[str, NormalizerState]) -> ActingPolicy:
+    """`actor`'s deterministic step on one observation array and the bare hidden state (for export)."""
 
     def step(obs: jax.Array, hidden: Hidden) -> tuple[jax.Array, Hidden]:
-        x = normalize(normalizer, obs) if normalizer is not None else obs
-        groups = {"actor": hidden} if model.recurrent else {}
-        mean, _, groups = model.distribution(params, {"policy": x}, groups)
-        mean = jnp.clip(mean, -clip, clip) if clip is not None else mean
-        return mean, groups["actor"] if model.recurrent else hidden
+        memory = {"actor": hidden} if actor.recurrent else {}
+        actions, memory = actor.act(params, normalizers, {actor.obs_group: obs}, memory)
+        return actions, memory["actor"] if actor.recurrent else hidden
 
     def initial_hidden(batch: int) -> Hidden:
-        return model.initial_hidden(batch)["actor"] if model.recurrent else {}
+        return actor.initial_hidden(batch).get("actor", {})
 
-    return ActingPolicy(step=step, initial_hidden=initial_hidden, recurrent=model.recurrent)
+    return ActingPolicy(step=step, initial_hidden=initial_hidden, recurrent=actor.recurrent)
+
+
+def get_acting_policy(cfg: TrainConfig, params: Any, normalizers: dict[str, NormalizerState]) -> ActingPolicy:
+    """The deterministic policy of any policy class, with its hidden state explicit."""
+    return acting_policy(actor_of(cfg, params), params, normalizers)
 
 
 def get_inference_policy(cfg: TrainConfig, params: Any, normalizers: dict[str, NormalizerState]) -> Policy:
@@ -91,26 +100,48 @@ class LoadedPolicy:
     def observation_size(self) -> int:
         return int(self.env.observation_shapes()["policy"][-1])
 
+    @property
+    def actor(self) -> Actor:
+        return actor_of(self.cfg, self.params)
+
     def acting(self) -> ActingPolicy:
-        return get_acting_policy(self.cfg, self.params, self.normalizers)
+        return acting_policy(self.actor, self.params, self.normalizers)
 
     def policy(self) -> Policy:
         return get_inference_policy(self.cfg, self.params, self.normalizers)
 
 
+@struct.dataclass
+class PolicyState:
+    """What a checkpoint holds of the policy: network parameters and observation normalisers."""
+
+    params: Any
+    normalizers: dict[str, NormalizerState]
+
+
+def init_policy_state(
+    key: jax.Array, cfg: TrainConfig, obs_shapes: dict[str, tuple[int, ...]], num_actions: int
+) -> PolicyState:
+    """Fresh policy parameters and one normaliser per observation group (AMP frames have none)."""
+    return PolicyState(
+        params=make_policy_model(num_actions, cfg.policy).init(key, obs_shapes),
+        normalizers={k: init_normalizer(s) for k, s in obs_shapes.items() if k != AMP_GROUP},
+    )
+
+
 def load_policy(run: str | Path, checkpoint: int | None = None) -> LoadedPolicy:
     """Params and normalisers of a run's newest readable (or the given) checkpoint, shape-checked
-    against the config stored with that checkpoint."""
-    from strl_jax.envs.brax_env import make_env_from_config
-    from strl_jax.train_loops.checkpoint import load_params_and_normalizers, read_checkpoint_meta
-    from strl_jax.train_loops.iteration import make_ppo_learner
+    against the config stored with that checkpoint.
 
+    Every algorithm's student is this policy, so its shapes come from the policy network alone
+    (no learner, no TPPO/Distillation teacher to load).
+    """
     meta, _ = read_checkpoint_meta(run, checkpoint)
     cfg = config_from_dict(meta["config"])
     env = make_env_from_config(cfg.env, num_envs=1)
-    # Every algorithm's student is this policy; the PPO learner gives its shapes without loading
-    # a TPPO/Distillation teacher.
-    learner = make_ppo_learner(env, cfg)
-    abstract, _ = jax.eval_shape(learner.init, jax.random.PRNGKey(0))
+    shapes = env.observation_shapes()
+    abstract = jax.eval_shape(
+        lambda key: init_policy_state(key, cfg, shapes, env.action_size), jax.random.PRNGKey(0)
+    )
     params, normalizers, step = load_params_and_normalizers(run, abstract, checkpoint)
     return LoadedPolicy(cfg=cfg, params=params, normalizers=normalizers, step=step, env=env)

@@ -17,13 +17,18 @@ from typing import Any
 import jax
 import numpy as np
 
+from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.brax_env import BraxVecEnv
-from strl_jax.inference import ActingPolicy
-from strl_jax.networks.memory import reset_hidden
-from strl_jax.train_loops.iteration import episode_rollout
+from strl_jax.errors import CheckpointError, ConfigError
+from strl_jax.inference import load_policy
+from strl_jax.networks.acting import Actor, make_actor
+from strl_jax.networks.policy import make_policy_model
+from strl_jax.train_loops.evaluation import episode_rollout
 
 
-def run_episodes(env: BraxVecEnv, acting: ActingPolicy, key: jax.Array) -> tuple[jax.Array, jax.Array, Any]:
+def run_episodes(
+    env: BraxVecEnv, actor: Actor, params: Any, normalizers: Any, key: jax.Array
+) -> tuple[jax.Array, jax.Array, Any]:
     """One deterministic episode per env: `(returns [N], lengths [N], frames of env 0 [T, ...])`.
 
     Frame t is the physics state env 0 acted on at step t (entries past its episode's length
@@ -31,23 +36,19 @@ def run_episodes(env: BraxVecEnv, acting: ActingPolicy, key: jax.Array) -> tuple
     """
     return episode_rollout(
         env,
-        lambda obs, hidden: acting.step(obs["policy"], hidden),
-        acting.initial_hidden(env.num_envs),
+        lambda obs, hidden: actor.act(params, normalizers, obs, hidden),
+        actor.initial_hidden(env.num_envs),
         key,
-        reset_hidden=reset_hidden,
+        reset_hidden=actor.reset_hidden,
         record=lambda env_state: jax.tree.map(lambda x: x[0], env_state.brax_state.pipeline_state),
     )
 
 
-def make_rollout(env: BraxVecEnv, cfg) -> Callable:
+def make_rollout(env: BraxVecEnv, cfg: TrainConfig) -> Callable:
     """Jitted `(params, normalizers, key) -> run_episodes(...)`: the parameters are arguments,
     not constants, so one compiled program serves every checkpoint of a config."""
-    from strl_jax.inference import get_acting_policy
-
-    def rollout(params: Any, normalizers: Any, key: jax.Array):
-        return run_episodes(env, get_acting_policy(cfg, params, normalizers), key)
-
-    return jax.jit(rollout)
+    actor = make_actor(make_policy_model(env.action_size, cfg.policy), cfg)
+    return jax.jit(lambda params, normalizers, key: run_episodes(env, actor, params, normalizers, key))
 
 
 def episode_states(frames: Any, length: int) -> list[Any]:
@@ -98,10 +99,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.episodes < 1:
         print("error: --episodes must be at least 1", file=sys.stderr)
         return 2
-
-    from strl_jax.configs.loader import ConfigError
-    from strl_jax.inference import load_policy
-    from strl_jax.train_loops.checkpoint import CheckpointError
 
     try:
         loaded = load_policy(args.log_dir, args.checkpoint)

@@ -12,16 +12,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from strl_jax.errors import PlotError
+
 PANELS = (
     ("mean_reward", "train episode return"),
     ("mean_episode_length", "train episode length"),
     ("eval_reward", "eval episode return"),
 )
 X_AXES = (("env_steps", "environment steps"), ("wall_time", "wall time [s]"))
-
-
-class PlotError(ValueError):
-    """A run folder without readable metrics."""
 
 
 def read_metrics(log_dir: str | Path) -> list[dict[str, Any]]:

@@ -10,7 +10,13 @@ import signal
 import sys
 from pathlib import Path
 
-from strl_jax.configs.loader import ConfigError, resolve_config
+from strl_jax.configs.loader import resolve_config
+from strl_jax.errors import CheckpointError, ConfigError, NonFiniteError
+from strl_jax.train_loops.devices import initialize_distributed
+from strl_jax.train_loops.runner import train
+
+EXIT_CONFIG_ERROR = 2
+EXIT_NON_FINITE = 3  # the run diverged; its newest checkpoint is the last good state
 
 DEFAULT_TASK = "inverted_pendulum"
 
@@ -113,8 +119,6 @@ def start_distributed(args: argparse.Namespace, cfg) -> None:
         return
     if not (args.resume or cfg.runner.log_dir):
         raise ConfigError("a --distributed run needs --log_dir: one folder that every process shares")
-    from strl_jax.train_loops.devices import initialize_distributed
-
     initialize_distributed(args.coordinator_address, args.num_processes, args.process_id)
 
 
@@ -126,9 +130,6 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    from strl_jax.train_loops.checkpoint import CheckpointError
-    from strl_jax.train_loops.runner import train
-
     try:
         result = train(
             cfg,
@@ -140,7 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     except (CheckpointError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG_ERROR
+    except NonFiniteError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_NON_FINITE
     if result.interrupted:
         print(
             f"stopped by {result.interrupted} after checkpoint {result.checkpoint}; continue with "

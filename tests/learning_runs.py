@@ -9,7 +9,6 @@ functions, so what is measured is what is tested.
 
 from __future__ import annotations
 
-import functools
 import math
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from strl_jax.collect import main as collect_main
 from strl_jax.configs.loader import resolve_config
 from strl_jax.envs import make_env_from_config
 from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR
+from strl_jax.train_loops.evaluation import deterministic_episodes
 from strl_jax.train_loops.runner import build_programs, train
 
 PENDULUM_EPISODE = 200
@@ -160,7 +160,12 @@ def student_cfg(preset: str, teacher_dir: Path, *overrides: str):
 def teacher_return_on_student_env(teacher_dir: Path) -> float:
     """The teacher's deterministic return on the students' env (16 envs)."""
     cfg = student_cfg("inverted_pendulum_student_tppo", teacher_dir)
-    learner = build_programs(cfg).learner
-    evaluate = jax.jit(functools.partial(learner.evaluate_teacher, make_env_from_config(cfg.env, 16)))
-    result = evaluate(learner.guidance.teacher.initial_state, jax.random.PRNGKey(7))
+    (part,) = build_programs(cfg).learner.parts
+    teacher, env = part.teacher, make_env_from_config(cfg.env, 16)
+
+    def episodes(state, key):
+        act = lambda obs, hidden: teacher.actor.act(state.params, state.normalizers, obs, hidden)  # noqa: E731
+        return deterministic_episodes(env, act, teacher.initial_hidden(env.num_envs), key)
+
+    result = jax.jit(episodes)(teacher.initial_state, jax.random.PRNGKey(7))
     return float(result["episode_reward"])

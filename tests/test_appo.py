@@ -68,8 +68,8 @@ def appo(demo):
 
 def test_rollout_reward_is_the_mixed_style_reward(appo):
     learner, ts, _, tr, _ = appo
-    prior = learner.prior
-    d = prior.disc_apply(ts.amp.params, normalize(ts.amp.normalizers.policy, tr.amp_policy))
+    (prior,), amp, policy_amp = learner.parts, ts.parts["amp"], tr.parts["amp"]["policy"]
+    d = prior.disc_apply(amp.params, normalize(amp.normalizers.policy, policy_amp))
     style = style_reward(d, 1.0)
     # inverted_pendulum pays 1 per step; episodes of 1000 steps never time out in 16 steps
     np.testing.assert_allclose(tr.rewards, 0.75 * style + 0.25 * 1.0, rtol=1e-5, atol=1e-6)
@@ -80,8 +80,9 @@ def test_amp_frames_chain_and_keep_the_pre_reset_frame(appo):
     """s' of step t is s of step t+1, except where the episode ended: there s' is the frame the
     step reached before the reset (the next s is a fresh initial state)."""
     _, _, _, tr, _ = appo
-    frame = tr.amp_policy.shape[-1] // 2
-    s, s_next = np.asarray(tr.amp_policy[..., :frame]), np.asarray(tr.amp_policy[..., frame:])
+    policy_amp = tr.parts["amp"]["policy"]
+    frame = policy_amp.shape[-1] // 2
+    s, s_next = np.asarray(policy_amp[..., :frame]), np.asarray(policy_amp[..., frame:])
     done = np.asarray(tr.dones[:-1]) > 0
     assert done.sum() > 0, "no episode ended: the test needs a reset"
     np.testing.assert_allclose(s_next[:-1][~done], s[1:][~done], rtol=1e-6)
@@ -94,26 +95,31 @@ def test_iteration_trains_the_discriminator_and_feeds_raw_data(appo):
     learner, ts, rs, tr, _ = appo
     fresh = jax.tree.map(jnp.copy, (ts, rs))
     new_ts, new_rs, metrics = jax.jit(learner.iteration)(*fresh)
+    metrics = metrics["scalars"]
+    (prior,), amp, new_amp = learner.parts, ts.parts["amp"], new_ts.parts["amp"]
+    policy_amp, expert_amp = tr.parts["amp"]["policy"], tr.parts["amp"]["expert"]
     # normaliser (shared, the default): one update with the rollout's raw policy and expert data
     flat = lambda x: x.reshape(-1, x.shape[-1])  # noqa: E731
-    fresh_norms = init_amp_normalizers(tr.amp_policy.shape[-1])
-    both = jnp.concatenate([flat(tr.amp_policy), flat(tr.amp_expert)])
+    fresh_norms = init_amp_normalizers(policy_amp.shape[-1])
+    both = jnp.concatenate([flat(policy_amp), flat(expert_amp)])
     close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)  # noqa: E731
-    jax.tree.map(close, new_ts.amp.normalizers.policy, update_normalizer(fresh_norms.policy, both, 1e8))
+    jax.tree.map(close, new_amp.normalizers.policy, update_normalizer(fresh_norms.policy, both, 1e8))
     # st_rl's separate normalisers: each side its own raw batch
-    separate = dataclasses.replace(learner.prior, shared_normalizer=False)
-    updated = separate.update_normalizers(ts.amp, tr.amp_policy, tr.amp_expert, None).normalizers
-    expected = update_amp_normalizers(fresh_norms, flat(tr.amp_policy), flat(tr.amp_expert), 1e8)
+    separate = dataclasses.replace(prior, shared_normalizer=False)
+    updated = separate.update_normalizers(amp, policy_amp, expert_amp, None).normalizers
+    expected = update_amp_normalizers(fresh_norms, flat(policy_amp), flat(expert_amp), 1e8)
     jax.tree.map(close, updated, expected)
     # replay: each env's ring starts with its rollout
-    np.testing.assert_allclose(new_rs.amp_replay.data[:, :16], np.swapaxes(tr.amp_policy, 0, 1), rtol=1e-6)
-    assert np.all(np.asarray(new_rs.amp_replay.size) == 16)
+    replay = new_rs.parts["amp"]
+    np.testing.assert_allclose(replay.data[:, :16], np.swapaxes(policy_amp, 0, 1), rtol=1e-6)
+    assert np.all(np.asarray(replay.size) == 16)
     # the discriminator moved, through the shared optimiser
-    moved = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))), new_ts.amp.params, ts.amp.params)
+    moved = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))), new_amp.params, amp.params)
     assert max(jax.tree.leaves(moved)) > 0
-    assert "discriminator" in str(jax.tree_util.tree_structure(new_ts.opt_state))
+    assert "'amp'" in str(jax.tree_util.tree_structure(new_ts.opt_state))
     for key in ("discriminator_expert", "discriminator_policy", "discriminator_grad_pen",
                 "discriminator_accuracy_expert", "discriminator_accuracy_policy",
+                "discriminator_expert_score", "discriminator_policy_score",
                 "mean_style_reward", "mean_task_reward"):  # fmt: skip
         assert np.isfinite(float(metrics[key])), key
     assert float(metrics["mean_task_reward"]) == pytest.approx(1.0)

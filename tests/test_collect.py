@@ -13,6 +13,7 @@ from strl_jax.buffers.motion_files import load_motion_library, trajectory_files
 from strl_jax.collect import TrajectoryCutter
 from strl_jax.collect import main as collect_main
 from strl_jax.configs.loader import resolve_config
+from strl_jax.inference import load_policy
 from strl_jax.train_loops.runner import train
 
 EPISODE_LENGTH = 20
@@ -66,6 +67,11 @@ def test_collect_writes_resumes_and_loads_back(run_dir, tmp_path, capsys):
         if not t["timeouts"][-1]:
             assert abs(t["amp_obs"][-1, 0]) > 0.2  # inverted_pendulum terminates at |angle| > 0.2
     assert any(not t["timeouts"][-1] for t in trajs)
+    # samples around the policy's (clipped) mean, not the mean itself
+    obs = np.concatenate([t["obs"] for t in trajs])
+    actions = np.concatenate([t["actions"] for t in trajs])
+    mean = np.asarray(load_policy(run_dir).policy()(obs))
+    assert np.all(np.abs(actions) <= 1.0) and np.mean(np.abs(actions - mean)) > 0.1
 
     before = {p.name for p in trajectory_files(out)}
     assert collect_main([*args, "--min_timesteps", str(meta["num_timesteps"] + 50)]) == 0
@@ -93,6 +99,19 @@ def test_collect_writes_resumes_and_loads_back(run_dir, tmp_path, capsys):
     np.testing.assert_allclose(float(np.sum(lib.weight)), 1.0, rtol=1e-5)
     lengths = np.asarray(lib.num_frames) - 1
     np.testing.assert_allclose(np.asarray(lib.weight), lengths / lengths.sum(), rtol=1e-5)
+
+
+def test_collect_records_the_deterministic_policy_actions(run_dir, tmp_path):
+    out = tmp_path / "mean"
+    assert (
+        collect_main(
+            [str(run_dir), "--out", str(out), *COMMON, "--min_timesteps", "0", "--min_episodes", "2"]
+        )
+        == 0
+    )
+    policy = load_policy(run_dir).policy()
+    for t in load_all(out):
+        np.testing.assert_allclose(t["actions"], np.asarray(policy(t["obs"])), atol=1e-5, rtol=0)
 
 
 def test_collect_success_only_with_sampled_actions(run_dir, tmp_path):

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+import zipfile
+from importlib import resources
+from pathlib import Path
 
 import pytest
 
 from strl_jax.configs import ConfigError, available_presets, config_from_dict, config_to_dict, resolve_config
 from strl_jax.train import main
+
+REPO = Path(__file__).resolve().parents[1]
 
 REQUIRED_PRESETS = {
     "inverted_pendulum",
@@ -26,6 +33,55 @@ def test_every_required_preset_exists_and_validates():
     for name in available_presets():
         cfg = resolve_config(name)
         assert name.startswith(cfg.env.task)
+
+
+def test_presets_are_the_top_level_configs_folder_read_as_package_resources():
+    """`strl_jax.presets` is configs/ (pyproject.toml maps it), so every file there is a preset."""
+    on_disk = sorted(p.stem for p in (REPO / "configs").glob("*.yaml"))
+    assert on_disk and available_presets() == on_disk
+    packaged = resources.files("strl_jax.presets")
+    assert sorted(p.name for p in packaged.iterdir() if p.name.endswith(".yaml")) == [
+        f"{name}.yaml" for name in on_disk
+    ]
+    assert not (REPO / "strl_jax" / "configs" / "presets").exists()
+
+
+def test_wheel_ships_every_package_and_preset(tmp_path):
+    """A real (non-editable) wheel holds every strl_jax package and the presets as `strl_jax/presets`,
+    and an installed copy finds them through `importlib.resources`."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    for name in ("strl_jax", "configs"):
+        shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+    subprocess.run([*build, "-w", str(tmp_path / "dist"), str(src)], check=True, timeout=120)
+    (wheel,) = (tmp_path / "dist").glob("strl_jax-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    packages = {str(p.relative_to(REPO)) for p in (REPO / "strl_jax").rglob("__init__.py")}
+    assert packages <= names, f"packages missing from pyproject.toml's list: {sorted(packages - names)}"
+    assert {f"strl_jax/presets/{p.name}" for p in (REPO / "configs").glob("*.yaml")} <= names
+    assert not any(n.startswith("configs/") for n in names)
+
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    probe = (
+        "import strl_jax; from strl_jax.configs.loader import available_presets, resolve_config; "
+        "print(strl_jax.__file__, ','.join(available_presets()), resolve_config('ant').env.task)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(site)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    location, presets, task = proc.stdout.splitlines()[-1].split()  # brax may print notes first
+    assert Path(location).is_relative_to(site)
+    assert presets.split(",") == available_presets() and task == "ant"
 
 
 def test_overrides_are_typed_and_nested():

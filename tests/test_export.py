@@ -14,30 +14,33 @@ import pytest
 from tiny_config import tiny
 
 from strl_jax.configs.loader import resolve_config
+from strl_jax.errors import ExportError
 from strl_jax.export import (
+    ONNX_IR_VERSION,
     ONNX_OPSET,
-    ExportError,
     export_jax_policy,
     load_jax_policy,
     onnx_policy_model,
 )
 from strl_jax.export import main as export_main
 from strl_jax.inference import get_acting_policy, get_inference_policy, load_policy
-from strl_jax.networks.actor_critic import make_actor_critic
 from strl_jax.networks.mlp import ACTIVATIONS
 from strl_jax.networks.normalizer import NormalizerState
 from strl_jax.networks.policy import make_policy_model
+from strl_jax.onnx_graph import TensorSpec, function_to_onnx
 from strl_jax.train_loops.runner import train
 
 OBS, ACT = 7, 3
+SHAPES = {"policy": (OBS,), "critic": (OBS,)}
 TINY = tiny("runner.max_iterations=2")
+GRAPH = {"opset": ONNX_OPSET, "ir_version": ONNX_IR_VERSION, "graph_name": "test"}
 
 
 def random_policy(*overrides: str, seed: int = 0):
     """A config, scaled-up random MLP params and random normaliser statistics."""
     cfg = resolve_config("inverted_pendulum", overrides=["policy.actor_hidden_dims=[32, 16]", *overrides])
     keys = jax.random.split(jax.random.PRNGKey(seed), 4)
-    params = make_actor_critic(ACT, cfg.policy).init(keys[0], jnp.zeros((1, OBS)), jnp.zeros((1, OBS)))
+    params = make_policy_model(ACT, cfg.policy).init(keys[0], SHAPES)
     params = jax.tree.map(lambda x: 3.0 * x, params)
     stats = NormalizerState(
         mean=jax.random.normal(keys[1], (OBS,)),
@@ -60,15 +63,17 @@ def random_recurrent_policy(rnn_type: str, num_layers: int, seed: int = 0):
         "env.clip_actions=1.0",
         seed=seed,
     )
-    shapes = {"policy": (OBS,), "critic": (OBS,)}
-    params = make_policy_model(ACT, cfg.policy).init(jax.random.PRNGKey(seed + 1), shapes)
+    params = make_policy_model(ACT, cfg.policy).init(jax.random.PRNGKey(seed + 1), SHAPES)
     params = jax.tree.map(lambda x: 3.0 * x, params)
     return cfg, params, normalizers, obs
 
 
+def session(model: onnx.ModelProto) -> ort.InferenceSession:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
 def run_onnx(model: onnx.ModelProto, obs: np.ndarray) -> np.ndarray:
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(["actions"], {"obs": obs})[0]
+    return session(model).run(["actions"], {"obs": obs})[0]
 
 
 @pytest.mark.parametrize("clip", ["1.0", "null"])
@@ -84,27 +89,67 @@ def test_onnx_matches_the_jax_policy(activation, clip):
 def test_onnx_model_interface_and_normaliser_switch():
     cfg, params, normalizers, obs = random_policy("runner.empirical_normalization=false")
     model = onnx_policy_model(cfg, params, normalizers, OBS)
-    assert model.opset_import[0].version == ONNX_OPSET
+    assert model.opset_import[0].version == ONNX_OPSET and model.ir_version == ONNX_IR_VERSION
     assert [i.name for i in model.graph.input] == ["obs"]
     assert [o.name for o in model.graph.output] == ["actions"]
     dims = model.graph.input[0].type.tensor_type.shape.dim
     assert dims[0].dim_param == "batch" and dims[1].dim_value == OBS
+    dims = model.graph.output[0].type.tensor_type.shape.dim
+    assert dims[0].dim_param == "batch" and dims[1].dim_value == ACT
     expected = np.asarray(get_inference_policy(cfg, params, normalizers)(obs))
     np.testing.assert_allclose(run_onnx(model, obs[:1]), expected[:1], atol=1e-5, rtol=0)
 
 
-def test_onnx_refuses_what_it_cannot_express():
+def test_onnx_graph_holds_only_what_the_action_needs():
+    """Constants are folded (the normaliser's std, no transposes) and the unused std is left out."""
+    cfg, params, normalizers, _ = random_policy("policy.activation=tanh", "env.clip_actions=null")
+    model = onnx_policy_model(cfg, params, normalizers, OBS)
+    assert sorted(n.op_type for n in model.graph.node) == sorted(
+        ["Sub", "Div"] + ["MatMul", "Add"] * 3 + ["Tanh"] * 2 + ["Identity"]
+    )
+    weights = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(params["params"]["actor"]))
+    held = sum(int(np.prod(t.dims)) for t in model.graph.initializer)
+    assert held == weights + 2 * OBS  # the actor's layers, the normaliser's mean and std
+
+
+def test_onnx_refuses_what_it_cannot_express(monkeypatch):
     cfg, params, normalizers, _ = random_policy()
-    weird = dataclasses.replace(cfg, policy=dataclasses.replace(cfg.policy, activation="weird"))
-    with pytest.raises(ExportError, match="activation 'weird' has no ONNX form here; supported: \\['crelu'"):
-        onnx_policy_model(weird, params, normalizers, OBS)
-    recurrent, params, _, _ = random_recurrent_policy("gru", 1)
-    weird = dataclasses.replace(recurrent, policy=dataclasses.replace(recurrent.policy, activation="weird"))
-    with pytest.raises(ExportError, match="activation 'weird' has no ONNX form here"):
-        onnx_policy_model(weird, params, normalizers, OBS)
-    other = dataclasses.replace(cfg, policy=dataclasses.replace(cfg.policy, class_name="Transformer"))
-    with pytest.raises(ExportError, match="supports ActorCritic and ActorCriticRecurrent policies"):
-        onnx_policy_model(other, params, normalizers, OBS)
+    monkeypatch.setitem(ACTIVATIONS, "sorted", lambda x: jnp.sort(x, axis=-1))
+    sorting = dataclasses.replace(cfg, policy=dataclasses.replace(cfg.policy, activation="sorted"))
+    with pytest.raises(ExportError, match="primitive 'sort' has no ONNX translation"):
+        onnx_policy_model(sorting, params, normalizers, OBS)
+    batch = [TensorSpec("x", ("batch", 2))]
+    with pytest.raises(ExportError, match="symbolic size"):
+        function_to_onnx(lambda x: (jnp.zeros(2 * x.shape[0]),), batch, ["y"], **GRAPH)
+
+
+def array_code(x: jax.Array, h: jax.Array) -> tuple[jax.Array, ...]:
+    """Most translated primitives, on a symbolic batch: x [batch, 4], h [2, batch, 3]."""
+    w = jnp.arange(12.0).reshape(4, 3) / 10.0
+    y = jnp.einsum("bi,ij->bj", x, w) + h[-1] * h[0, :, :]
+    z = jnp.concatenate([y, jnp.expand_dims(jnp.max(x, axis=-1), -1), x[:, 1:3]], axis=-1)
+    z = jnp.where(z > 0.5, jnp.clip(z, -1.0, 2.0), jnp.square(z) ** 1.5 + jax.lax.rsqrt(1.0 + z * z))
+    pairs = jnp.einsum("bi,bj->bij", x[:, :2], x[:, 2:])  # a batched contraction: Einsum
+    whole = jnp.stack([z, z * 2]).reshape(2, -1, 3, 2).transpose(1, 0, 3, 2)
+    counts = (x > 0).astype(jnp.int32).sum(-1) + jnp.argmax(x, axis=-1) % 3
+    tail = jnp.split(jax.nn.softplus(x), 2, axis=-1)[1] ** -2 + jax.nn.gelu(x[:, :2], approximate=False)
+    return z.min(-1), pairs, whole, counts, tail, jnp.log1p(jnp.abs(x)) - jnp.expm1(-jnp.abs(x))
+
+
+def test_onnx_graph_translates_general_array_code():
+    """The translator on code beyond the policies: same numbers as JAX at any batch size."""
+    inputs = [TensorSpec("x", ("batch", 4)), TensorSpec("h", (2, "batch", 3))]
+    names = ["a", "b", "c", "d", "e", "f"]
+    model = function_to_onnx(array_code, inputs, names, **GRAPH)
+    assert [o.type.tensor_type.shape.dim[0].dim_param for o in model.graph.output] == ["batch"] * 6
+    run = session(model)
+    key_x, key_h = jax.random.split(jax.random.PRNGKey(5))
+    for batch in (1, 5):
+        x = np.asarray(jax.random.normal(key_x, (batch, 4)), np.float32)
+        h = np.asarray(jax.random.normal(key_h, (2, batch, 3)), np.float32)
+        for got, want in zip(run.run(names, {"x": x, "h": h}), array_code(x, h), strict=True):
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_allclose(got, np.asarray(want), atol=1e-5, rtol=1e-5)
 
 
 RECURRENT_CASES = [(rnn_type, layers) for rnn_type in ("gru", "lstm") for layers in (1, 2)]
@@ -116,8 +161,7 @@ def recurrent_onnx(request):
     rnn_type, layers = request.param
     cfg, params, normalizers, obs = random_recurrent_policy(rnn_type, layers)
     model = onnx_policy_model(cfg, params, normalizers, OBS)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return cfg, params, normalizers, obs, model, session
+    return cfg, params, normalizers, obs, model, session(model)
 
 
 def test_onnx_recurrent_interface(recurrent_onnx):
@@ -130,7 +174,7 @@ def test_onnx_recurrent_interface(recurrent_onnx):
 
 
 def test_onnx_recurrent_policy_matches_the_jax_policy_over_steps(recurrent_onnx):
-    cfg, params, normalizers, obs, _, session = recurrent_onnx
+    cfg, params, normalizers, obs, _, onnx_session = recurrent_onnx
     acting = get_acting_policy(cfg, params, normalizers)
     lstm = cfg.policy.rnn_type == "lstm"
     in_names = ["h_in", "c_in"] if lstm else ["h_in"]
@@ -141,7 +185,7 @@ def test_onnx_recurrent_policy_matches_the_jax_policy_over_steps(recurrent_onnx)
     for t in range(5):
         o = obs[batch * t : batch * (t + 1)]
         a_jax, h_jax = acting.step(o, h_jax)  # eager: no compile per case
-        a_onnx, *h_onnx = session.run(out_names, {"obs": o, **dict(zip(in_names, h_onnx, strict=True))})
+        a_onnx, *h_onnx = onnx_session.run(out_names, {"obs": o, **dict(zip(in_names, h_onnx, strict=True))})
         np.testing.assert_allclose(a_onnx, np.asarray(a_jax), atol=1e-5, rtol=0)
         for got, want in zip(h_onnx, jax.tree.leaves(h_jax), strict=True):
             np.testing.assert_allclose(got, np.asarray(want), atol=1e-5, rtol=0)
@@ -169,8 +213,7 @@ def test_jax_export_of_a_recurrent_policy_carries_the_hidden_state(rnn_type):
             "policy.actor_hidden_dims=[16]",
         ],
     )
-    shapes = {"policy": (OBS,), "critic": (OBS,)}
-    params = make_policy_model(ACT, cfg.policy).init(jax.random.PRNGKey(0), shapes)
+    params = make_policy_model(ACT, cfg.policy).init(jax.random.PRNGKey(0), SHAPES)
     _, _, normalizers, obs = random_policy()
     acting = get_acting_policy(cfg, params, normalizers)
     with pytest.raises(ValueError, match="get_acting_policy"):

@@ -15,7 +15,8 @@ from strl_jax.envs import make_env_from_config
 from strl_jax.networks.actor_critic_recurrent import ActorCriticRecurrent
 from strl_jax.networks.gaussian import gaussian_log_prob
 from strl_jax.networks.policy import PolicyModel
-from strl_jax.train_loops.iteration import make_ppo_learner, normalize_groups
+from strl_jax.train_loops.learner import normalize_groups
+from strl_jax.train_loops.learners import make_learner
 
 T, B, D, H, L, A = 9, 6, 3, 5, 2, 2
 
@@ -101,7 +102,7 @@ def recurrent_learner():
             "algorithm.num_mini_batches=2",
         ],
     )
-    learner = make_ppo_learner(make_env_from_config(cfg.env), cfg)
+    learner = make_learner(make_env_from_config(cfg.env), cfg)
     ts, rs = learner.init(jax.random.PRNGKey(0))
     return learner, ts, rs
 
@@ -137,7 +138,8 @@ def test_update_sequences_reproduce_rollout_log_probs(recurrent_learner):
 def test_recurrent_iteration_runs_and_minibatches_are_environments(recurrent_learner):
     learner, ts, rs = recurrent_learner
     ts, rs, metrics = jax.jit(learner.iteration)(ts, rs)
-    assert np.isfinite(float(metrics["surrogate"])) and np.isfinite(float(metrics["value_function"]))
+    scalars = metrics["scalars"]
+    assert np.isfinite(float(scalars["surrogate"])) and np.isfinite(float(scalars["value_function"]))
     assert int(ts.iteration) == 1
 
 

@@ -3,7 +3,6 @@ loading checks, the rollout hook and rsl_rl's truncated-BPTT update, against ref
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import jax
@@ -28,7 +27,8 @@ from strl_jax.networks.gaussian import gaussian_log_prob
 from strl_jax.networks.normalizer import init_normalizer, normalize
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR, open_manager, save_checkpoint
-from strl_jax.train_loops.iteration import make_learner
+from strl_jax.train_loops.learner import PPOUpdate
+from strl_jax.train_loops.learners import make_learner
 
 # ----------------------------------------------------------------------------- schedules
 
@@ -208,18 +208,20 @@ def tppo_rollout(teacher_dir):
 
 def test_teacher_labels_every_step_from_the_critic_group(tppo_rollout):
     learner, ts, _, transitions = tppo_rollout
-    teacher = learner.guidance.teacher
-    assert teacher.obs_group == "critic" and transitions.obs["policy"].shape[-1] == 2
-    x = normalize(ts.teacher.normalizers["policy"], transitions.obs["critic"])
-    mean, _, _ = teacher.model.distribution(ts.teacher.params, {"policy": x}, {})
-    np.testing.assert_allclose(transitions.action_labels, mean, rtol=1e-5, atol=1e-6)
+    (part,) = learner.parts
+    teacher, state = part.teacher, ts.parts["teacher"]
+    assert teacher.actor.obs_group == "critic" and transitions.obs["policy"].shape[-1] == 2
+    x = normalize(state.normalizers["policy"], transitions.obs["critic"])
+    mean, _, _ = teacher.actor.model.distribution(state.params, {"policy": x}, {})
+    np.testing.assert_allclose(transitions.parts["teacher"]["action_labels"], mean, rtol=1e-5, atol=1e-6)
 
 
 def test_executed_actions_follow_the_mask_and_log_probs_are_the_students(tppo_rollout):
     _, _, rs, transitions = tppo_rollout
-    mask = np.asarray(rs.teacher.mask)
+    mask = np.asarray(rs.parts["teacher"].mask)
     assert 0 < mask.sum() < len(mask)
-    first = np.all(np.isclose(transitions.actions[0], transitions.action_labels[0]), axis=-1)
+    labels = transitions.parts["teacher"]["action_labels"]
+    first = np.all(np.isclose(transitions.actions[0], labels[0]), axis=-1)
     np.testing.assert_array_equal(first, mask)
     # log pi_student(executed action): teacher-driven steps keep PPO's first ratio at exactly 1.
     np.testing.assert_allclose(
@@ -234,11 +236,13 @@ def test_dagger_has_only_the_distillation_term(tppo_rollout, teacher_dir):
     learner, ts, _, transitions = tppo_rollout
     last_values = jnp.zeros(transitions.rewards.shape[1])
     batch = learner.make_batch(ts, transitions, last_values)
-    _, (losses, _, _, _) = jax.jit(learner.loss)(ts.params, batch, ts.iteration)
+    trainable = learner.trainable(ts.params, ts.parts)
+    inputs = {"teacher": None}
+    _, (losses, _, _, _) = jax.jit(learner.loss)(trainable, batch, ts.iteration, ts.parts, inputs)
     assert set(losses) == {"surrogate_loss", "value_loss", "entropy", "distillation_loss"}
-    dagger = learner.replace(guidance=dataclasses.replace(learner.guidance, using_ppo=False))
+    dagger = learner.replace(update_rule=PPOUpdate(ppo_terms=False))
     dagger_batch = dagger.make_batch(ts, transitions, last_values)
-    total, (losses, _, _, _) = jax.jit(dagger.loss)(ts.params, dagger_batch)
+    total, (losses, _, _, _) = jax.jit(dagger.loss)(trainable, dagger_batch, ts.iteration, ts.parts, inputs)
     assert set(losses) == {"distillation_loss"}
     assert float(total) == pytest.approx(float(losses["distillation_loss"]))
 

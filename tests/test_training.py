@@ -12,8 +12,10 @@ import yaml
 
 from strl_jax.configs import resolve_config
 from strl_jax.envs import make_env_from_config
-from strl_jax.networks.actor_critic import clamp_std
-from strl_jax.train_loops.iteration import make_ppo_learner, timeout_rows
+from strl_jax.networks.actor_critic import MIN_STD, clamp_std
+from strl_jax.networks.gaussian import gaussian_log_prob
+from strl_jax.train_loops.learner import normalize_groups, timeout_rows
+from strl_jax.train_loops.learners import make_learner
 from strl_jax.train_loops.logging import TIME_KEYS
 from strl_jax.train_loops.runner import train
 
@@ -94,13 +96,10 @@ def test_run_outputs(tiny_runs):
 def test_first_update_starts_at_ratio_one():
     """Normalisers change only after the update, so the first minibatch sees the acting policy."""
     cfg = resolve_config("inverted_pendulum", overrides=TINY)
-    learner = make_ppo_learner(make_env_from_config(cfg.env), cfg)
+    learner = make_learner(make_env_from_config(cfg.env), cfg)
     ts, rs = learner.init(jax.random.PRNGKey(0))
     ts = ts.replace(normalizers=jax.tree.map(lambda x: x + 0.5, ts.normalizers))  # non-trivial stats
     _, transitions, _ = learner.rollout(ts, rs, jax.random.PRNGKey(1))
-    from strl_jax.networks.gaussian import gaussian_log_prob
-    from strl_jax.train_loops.iteration import normalize_groups
-
     nobs = normalize_groups(ts.normalizers, transitions.obs, True)
     mean, std, _ = learner.model.distribution(ts.params, nobs, {})
     np.testing.assert_allclose(
@@ -116,7 +115,7 @@ def test_timeout_values_equal_the_critic_on_truncated_envs(task):
     if task.endswith("pomdp"):
         overrides += ["policy.rnn_hidden_size=8"]
     cfg = resolve_config(task, overrides=overrides)
-    learner = make_ppo_learner(make_env_from_config(cfg.env), cfg)
+    learner = make_learner(make_env_from_config(cfg.env), cfg)
     ts, rs = learner.init(jax.random.PRNGKey(0))
     assert timeout_rows(64, 1000) == 16
     key = jax.random.PRNGKey(3)
@@ -138,7 +137,11 @@ def test_clip_min_std_clamps_both_parameterisations():
     np.testing.assert_allclose(
         jnp.exp(clamp_std(params, "log", 0.2)["params"]["log_std"]), [0.2, 0.5], rtol=1e-6
     )
-    assert clamp_std(params, "log", None) is params
+    # without clip_min_std the std still never reaches zero or goes negative, for both types
+    scalar = clamp_std({"params": {"std": jnp.array([-0.3, 0.0, 0.5])}}, "scalar", None)["params"]["std"]
+    np.testing.assert_allclose(scalar, [MIN_STD, MIN_STD, 0.5])
+    log_std = clamp_std({"params": {"log_std": jnp.array([-200.0, 0.1])}}, "log", None)["params"]["log_std"]
+    assert float(jnp.exp(log_std[0])) == pytest.approx(MIN_STD, rel=1e-5) and float(log_std[1]) == 0.1
 
 
 @pytest.mark.slow

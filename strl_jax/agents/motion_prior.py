@@ -22,13 +22,14 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
 from strl_jax.agents.amp import (
+    LOSS_LOG_NAMES,
     AmpNormalizers,
     amp_loss_coefs,
     dagger_loss,
@@ -39,8 +40,22 @@ from strl_jax.agents.amp import (
     predict_style_reward,
     update_amp_normalizers,
 )
+from strl_jax.agents.parts import (
+    EnvStep,
+    InitContext,
+    LossContext,
+    Part,
+    StepContext,
+    StepOutput,
+    UpdateContext,
+)
 from strl_jax.buffers.motion import MotionLibrary, sample_expert_amp_obs
-from strl_jax.networks.discriminator import Discriminator, init_discriminator
+from strl_jax.buffers.motion_files import load_motion_library
+from strl_jax.collectives import env_keys
+from strl_jax.envs.amp_obs import resolve_components
+from strl_jax.errors import ConfigError
+from strl_jax.networks.discriminator import Discriminator, init_discriminator, make_discriminator
+from strl_jax.networks.mlp import ACTIVATIONS
 from strl_jax.networks.normalizer import normalize, update_normalizer
 
 AMP_GROUP = "amp"
@@ -96,9 +111,22 @@ def replay_draw(replay: PolicyReplay, keys: jax.Array, env: jax.Array) -> jax.Ar
     return jax.vmap(draw)(keys, env)
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class MotionPrior:
-    """Everything AMP adds to a PPO/TPPO learner (a static part of it)."""
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+class MotionPriorPart(Part):
+    """Everything AMP adds to a PPO/TPPO learner, as a learner part (train state `AmpState`,
+    rollout state `PolicyReplay`). `labels_from` names the part whose `action_labels` the
+    `dagger_loss` pulls towards (ATPPO: the teacher); without it, the executed actions."""
+
+    obs_groups: ClassVar[tuple[str, ...]] = (AMP_GROUP,)  # read by this part only, never normalised
+    sections: ClassVar[dict[str, str]] = {
+        **{name: "Loss" for name in LOSS_LOG_NAMES.values()},
+        "discriminator_accuracy_expert": "Loss",
+        "discriminator_accuracy_policy": "Loss",
+        "discriminator_expert_score": "Loss",
+        "discriminator_policy_score": "Loss",
+        "mean_style_reward": "Train",
+        "mean_task_reward": "Train",
+    }
 
     discriminator: Discriminator
     motions: MotionLibrary  # device arrays, compiled into the program as constants
@@ -111,19 +139,26 @@ class MotionPrior:
     loss_coefs: dict[str, float]
     normalizer_until: float | None
     shared_normalizer: bool = True
+    labels_from: str | None = None
 
     @property
     def amp_dim(self) -> int:
         return 2 * self.frame_dim
 
-    def init(self, key: jax.Array) -> AmpState:
-        return AmpState(
+    def init(self, key: jax.Array, ctx: InitContext) -> tuple[AmpState, PolicyReplay]:
+        state = AmpState(
             params=init_discriminator(self.discriminator, key, self.amp_dim),
             normalizers=init_amp_normalizers(self.amp_dim),
         )
+        return state, init_policy_replay(ctx.num_envs, self.replay_slots, self.amp_dim)
 
-    def init_replay(self, num_envs: int) -> PolicyReplay:
-        return init_policy_replay(num_envs, self.replay_slots, self.amp_dim)
+    def trainable(self, train: AmpState) -> Any:
+        """One optimiser and one gradient clip for policy and discriminator, as in st_rl where the
+        discriminator is part of the actor-critic module."""
+        return train.params
+
+    def with_trainable(self, train: AmpState, params: Any) -> AmpState:
+        return train.replace(params=params)
 
     def disc_apply(self, params: Any, amp_obs: jax.Array) -> jax.Array:
         return self.discriminator.apply(params, amp_obs)
@@ -145,6 +180,51 @@ class MotionPrior:
             self.task_reward_lerp,
         )
         return mixed, {"policy": policy_amp, "expert": expert_amp, "style": style}
+
+    def on_step(self, train: AmpState, rollout, ctx: StepContext, env: EnvStep, reward, acted) -> StepOutput:
+        """Store the step's policy AMP observation and an expert one; reward the style."""
+        keys = env_keys(jax.random.fold_in(ctx.step_key, 1), ctx.env_ids)
+        mixed, amp = self.step(train, ctx.obs, env.final_obs, reward, keys)
+        return StepOutput(
+            reward=mixed,
+            rollout=rollout,  # the replay takes the whole rollout in `before_update`
+            fields={"policy": amp["policy"], "expert": amp["expert"]},
+            sums={"mean_style_reward": amp["style"].sum(), "mean_task_reward": env.reward.sum()},
+        )
+
+    def before_update(self, train, rollout: PolicyReplay, fields: dict, ctx: UpdateContext) -> PolicyReplay:
+        """The rollout joins the replay first: the discriminator sees the newest behaviour too."""
+        return replay_add(rollout, fields["policy"])
+
+    def minibatch_inputs(self, train, rollout: PolicyReplay, idx, key, ctx: UpdateContext) -> jax.Array:
+        """One policy AMP observation per sample of the minibatch `idx`, from the ring of the
+        sample's env, keyed by (global env, step): `[T', B', D]` like the minibatch."""
+        if ctx.recurrent:  # idx: envs; every step of each
+            env = jnp.broadcast_to(idx[None, :], (ctx.steps, idx.shape[0]))
+            step = jnp.broadcast_to(jnp.arange(ctx.steps)[:, None], env.shape)
+        else:  # idx: time-major columns t * N + n
+            env, step = (idx % ctx.num_envs)[None, :], (idx // ctx.num_envs)[None, :]
+        global_env = ctx.env_ids[0] + env
+        keys = jax.vmap(lambda e, t: jax.random.fold_in(jax.random.fold_in(key, e), t))(
+            global_env.reshape(-1), step.reshape(-1)
+        )
+        draws = replay_draw(rollout, keys, env.reshape(-1))
+        return draws.reshape(env.shape + draws.shape[-1:])
+
+    def losses(self, params, train: AmpState, ctx: LossContext, inputs: jax.Array):
+        fields = ctx.batch.parts[self.name]
+        labels = (
+            ctx.batch.actions
+            if self.labels_from is None
+            else ctx.batch.parts[self.labels_from]["action_labels"]
+        )
+        losses, coefs, metrics = self.loss_terms(
+            params, train.normalizers, inputs, fields["expert"], fields["policy"], ctx.mean, labels
+        )
+        return losses, coefs, {**{LOSS_LOG_NAMES[k]: v for k, v in losses.items()}, **metrics}
+
+    def after_update(self, train: AmpState, fields: dict, ctx: UpdateContext) -> AmpState:
+        return self.update_normalizers(train, fields["policy"], fields["expert"], ctx.axis_name)
 
     # ---- update ------------------------------------------------------------------------------
     def loss_terms(
@@ -198,12 +278,8 @@ class MotionPrior:
         return state.replace(normalizers=normalizers)
 
 
-def make_motion_prior(env: Any, cfg: Any) -> MotionPrior:
+def make_motion_prior(name: str, env: Any, cfg: Any, labels_from: str | None = None) -> MotionPriorPart:
     """Load the motion files and check them against the env's AMP frame (errors name both)."""
-    from strl_jax.buffers.motion_files import load_motion_library
-    from strl_jax.configs.loader import ConfigError
-    from strl_jax.networks.discriminator import make_discriminator
-
     alg, disc = cfg.algorithm, cfg.policy.amp_discriminator
     shapes = env.observation_shapes()
     if AMP_GROUP not in shapes:
@@ -216,7 +292,9 @@ def make_motion_prior(env: Any, cfg: Any) -> MotionPrior:
     except (OSError, ValueError) as err:
         raise ConfigError(f"algorithm.amp_motion_files: {err}") from None
     slots = max(1, -(-alg.amp_replay_buffer_size // env.num_envs))
-    return MotionPrior(
+    return MotionPriorPart(
+        name=name,
+        labels_from=labels_from,
         discriminator=make_discriminator(disc),
         motions=motions,
         dt=float(env.env.dt) * env.action_repeat,
@@ -229,3 +307,44 @@ def make_motion_prior(env: Any, cfg: Any) -> MotionPrior:
         normalizer_until=alg.amp_normalizer_until,
         shared_normalizer=alg.amp_normalizer == "shared",
     )
+
+
+def check_amp_config(cfg: Any) -> None:
+    """AMP settings (cheap checks only; motion files are read when training starts)."""
+    if not cfg.algorithm.amp_motion_files:
+        raise ConfigError(
+            f"algorithm.class_name {cfg.algorithm.class_name} needs algorithm.amp_motion_files: motion "
+            "dataset folders (python -m strl_jax.collect) or motion files (AMP_for_hardware JSON, pickles)"
+        )
+    disc = cfg.policy.amp_discriminator
+    if disc.activation.lower() not in ACTIVATIONS:
+        raise ConfigError(
+            f"unknown policy.amp_discriminator.activation {disc.activation!r}; "
+            f"valid choices: {sorted(ACTIVATIONS)}"
+        )
+    if not disc.hidden_dims or any(w < 1 for w in disc.hidden_dims):
+        raise ConfigError(
+            f"policy.amp_discriminator.hidden_dims must be a non-empty list of positive widths, got "
+            f"{list(disc.hidden_dims)}"
+        )
+    if not 0.0 <= disc.task_reward_lerp <= 1.0:
+        raise ConfigError(
+            f"policy.amp_discriminator.task_reward_lerp must lie in [0, 1], got {disc.task_reward_lerp}"
+        )
+    for key in ("style_reward_coef", "discriminator_grad_pen"):
+        if getattr(disc, key) < 0:
+            raise ConfigError(f"policy.amp_discriminator.{key} must be >= 0, got {getattr(disc, key)}")
+    if cfg.algorithm.amp_normalizer not in ("shared", "separate"):
+        raise ConfigError(
+            f"unknown algorithm.amp_normalizer {cfg.algorithm.amp_normalizer!r}; "
+            "valid choices: ['shared', 'separate']"
+        )
+    if cfg.algorithm.amp_replay_buffer_size < 1:
+        raise ConfigError(
+            f"algorithm.amp_replay_buffer_size must be at least 1, got {cfg.algorithm.amp_replay_buffer_size}"
+        )
+    if cfg.env.amp_obs_components is not None:
+        try:
+            resolve_components(cfg.env.task, cfg.env.amp_obs_components)
+        except ValueError as err:
+            raise ConfigError(f"env.amp_obs_components: {err}") from None

@@ -28,9 +28,7 @@ class PPOBatch:
     old_values: jax.Array
     advantages: jax.Array
     returns: jax.Array
-    action_labels: Any = None  # TPPO: teacher actions [T, B, A]; APPO: executed actions; else None
-    amp_policy: Any = None  # APPO / ATPPO: raw AMP observations of the steps [T, B, D]
-    amp_expert: Any = None  # APPO / ATPPO: raw expert AMP observations stored with the steps
+    parts: dict = struct.field(default_factory=dict)  # the parts' step fields by part name
 
     STEP_FIELDS: ClassVar[tuple[str, ...]] = (
         "obs",
@@ -42,9 +40,7 @@ class PPOBatch:
         "old_values",
         "advantages",
         "returns",
-        "action_labels",
-        "amp_policy",
-        "amp_expert",
+        "parts",
     )
 
     def select_columns(self, idx: jax.Array) -> PPOBatch:

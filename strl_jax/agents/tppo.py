@@ -14,13 +14,19 @@ of st_rl's `distill_target`s; with `using_ppo: false` it is the only term (DAgge
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
+from strl_jax.agents.distillation import LOSS_TYPES
+from strl_jax.agents.parts import EnvStep, InitContext, LossContext, Part, StepContext, StepOutput
+from strl_jax.agents.schedules import SCHEDULES as SCHEDULE_NAMES
 from strl_jax.agents.schedules import Schedule
 from strl_jax.agents.teacher import Teacher, TeacherState
+from strl_jax.collectives import env_keys
+from strl_jax.errors import ConfigError
 from strl_jax.networks.gaussian import gaussian_log_prob
 
 DISTILL_TARGETS = ("real", "mse_sum", "l1", "tanh", "scaled_tanh", "max_log_prob")
@@ -82,43 +88,99 @@ def resample_mask(keys: jax.Array, mask: jax.Array, done: jax.Array, prob: jax.A
     return jnp.where(done, draw_masks(keys, prob), mask)
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class TeacherGuidance:
-    """Everything TPPO (and rsl_rl Distillation) adds to PPO's rollout and loss.
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+class TeacherPart(Part):
+    """TPPO's teacher as a learner part (rsl_rl Distillation's too, with `acts=False`).
 
-    `act_prob` and `loss_coef` map the iteration to a number; rsl_rl Distillation is the case
-    of a teacher that never acts (`act_prob` constant 0) and `using_ppo=False`.
+    `act_prob` and `loss_coef` map the iteration to a number. `loss_coef=None` adds no loss term
+    (Distillation's behaviour-cloning update reads the stored labels itself). A teacher that never
+    acts (`acts=False`) keeps its mask off and logs no act probability or fraction.
     """
+
+    step_keys: ClassVar[int] = 2  # labels (when sampled) and mask redraws
+    sections: ClassVar[dict[str, str]] = {
+        "distillation": "Loss",
+        "teacher_act_prob": "Train",
+        "teacher_act_fraction": "Train",
+        "action_error": "Policy",
+    }
 
     teacher: Teacher
     act_prob: Schedule
-    loss_coef: Schedule
+    loss_coef: Schedule | None = None
     target: str = "real"
-    using_ppo: bool = True
+    acts: bool = True
 
-    def init_rollout(self, keys: jax.Array) -> TeacherRolloutState:
+    def init(self, key: jax.Array, ctx: InitContext):
         """The mask is drawn with the first iteration's probability (one key per env)."""
+        keys = env_keys(key, ctx.env_ids)
         mask = draw_masks(keys, self.act_prob(jnp.zeros((), jnp.int32)))
-        return TeacherRolloutState(mask=mask, hidden=self.teacher.initial_hidden(keys.shape[0]))
+        rollout = TeacherRolloutState(mask=mask, hidden=self.teacher.initial_hidden(ctx.num_envs))
+        return self.teacher.initial_state, rollout
 
-    def act(
-        self,
-        state: TeacherState,
-        rollout: TeacherRolloutState,
-        obs: dict,
-        student_actions: jax.Array,
-        keys: jax.Array,
-    ) -> tuple[jax.Array, jax.Array, dict]:
-        """`(executed actions, teacher labels, teacher hidden')` for one step (one key per env)."""
-        labels, hidden = self.teacher.label(state, obs, rollout.hidden, keys)
-        executed = jnp.where(rollout.mask[:, None], labels, student_actions)
-        return executed, labels, hidden
+    def act(self, train: TeacherState, rollout: TeacherRolloutState, ctx: StepContext, actions, keys):
+        """Label every step; execute the label in envs whose mask is set."""
+        label_keys, mask_keys = keys
+        labels, hidden = self.teacher.label(train, ctx.obs, rollout.hidden, label_keys)
+        executed = jnp.where(rollout.mask[:, None], labels, actions)
+        return executed, (labels, hidden, mask_keys)
 
-    def after_step(
-        self, rollout: TeacherRolloutState, hidden: dict, done: jax.Array, prob: jax.Array, keys: jax.Array
-    ) -> TeacherRolloutState:
-        """Reset the teacher's memory and redraw the mask of finished episodes (one key per env)."""
-        return TeacherRolloutState(
-            mask=resample_mask(keys, rollout.mask, done, prob),
-            hidden=self.teacher.reset_hidden(hidden, done),
+    def on_step(self, train, rollout: TeacherRolloutState, ctx: StepContext, env: EnvStep, reward, acted):
+        """Reset the teacher's memory and redraw the mask of finished episodes."""
+        labels, hidden, mask_keys = acted
+        prob = self.act_prob(ctx.iteration)
+        new_rollout = TeacherRolloutState(
+            mask=resample_mask(mask_keys, rollout.mask, env.done, prob),
+            hidden=self.teacher.reset_hidden(hidden, env.done),
         )
+        # `action_error`: mean L2 distance of the student's action mean to the label, before the update.
+        sums = {"action_error": jnp.linalg.norm(ctx.mean - labels, axis=-1).sum()}
+        if self.acts:
+            sums = {"teacher_act_fraction": rollout.mask.sum(), **sums}
+        return StepOutput(reward=reward, rollout=new_rollout, fields={"action_labels": labels}, sums=sums)
+
+    def losses(self, params, train, ctx: LossContext, inputs):
+        if self.loss_coef is None:
+            return {}, {}, {}
+        labels = ctx.batch.parts[self.name]["action_labels"]
+        loss = distillation_loss(self.target, ctx.mean, ctx.std, labels)
+        coef = self.loss_coef(ctx.iteration)
+        return {"distillation_loss": loss}, {"distillation_loss": coef}, {"distillation": loss}
+
+    def iteration_metrics(self, train, sums: dict, num_samples, iteration):
+        metrics = super().iteration_metrics(train, sums, num_samples, iteration)
+        if self.acts:
+            metrics["teacher_act_prob"] = self.act_prob(iteration)
+        return metrics
+
+
+def check_teacher_config(cfg: Any) -> None:
+    """TPPO / Distillation settings. The teacher checkpoint itself is checked when it is loaded."""
+    alg = cfg.algorithm
+    for key, value in (
+        ("teacher_act_prob", alg.teacher_act_prob),
+        ("distillation_loss_coef", alg.distillation_loss_coef),
+    ):
+        if isinstance(value, str) and value not in SCHEDULE_NAMES:
+            raise ConfigError(
+                f"unknown algorithm.{key} {value!r}; valid choices: a number or one of {list(SCHEDULE_NAMES)}"
+            )
+    if not isinstance(alg.teacher_act_prob, str) and not 0.0 <= alg.teacher_act_prob <= 1.0:
+        raise ConfigError(f"algorithm.teacher_act_prob must lie in [0, 1], got {alg.teacher_act_prob}")
+    if alg.update_times_scale < 1:
+        raise ConfigError(
+            f"algorithm.update_times_scale must be at least 1 (iterations), got {alg.update_times_scale}"
+        )
+    choices = {
+        "algorithm.distill_target": (alg.distill_target, list(DISTILL_TARGETS)),
+        "algorithm.loss_type": (alg.loss_type, list(LOSS_TYPES)),
+        "algorithm.teacher_policy.class_name": (
+            alg.teacher_policy.class_name,
+            ["ActorCritic", "ActorCriticRecurrent"],
+        ),
+    }
+    for key, (value, valid) in choices.items():
+        if value not in valid:
+            raise ConfigError(f"unknown {key} {value!r}; valid choices: {valid}")
+    if alg.gradient_length < 1:
+        raise ConfigError(f"algorithm.gradient_length must be at least 1, got {alg.gradient_length}")

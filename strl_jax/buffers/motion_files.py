@@ -39,15 +39,12 @@ from pathlib import Path
 import numpy as np
 
 from strl_jax.buffers.motion import MotionLibrary, make_motion_library
+from strl_jax.errors import MotionFileError
 
 METADATA_FILE = "metadata.json"
 DATASET_FORMAT = "strl_jax.motion_dataset"
 JSON_SUFFIXES = (".json", ".txt")
 PICKLE_SUFFIXES = (".pkl", ".pickle")
-
-
-class MotionFileError(ValueError):
-    """A motion file or dataset that cannot be used; the message names the file and the problem."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,8 +26,5 @@ class Transition:
     # Recurrent policies: hidden state before the first step ([L, N, H] leaves), from which the
     # update re-runs the sequences; the states of later steps follow from it and `dones`.
     initial_hidden: Any = None
-    # TPPO / Distillation: the teacher's action for every step ([T, N, A]), executed or not.
-    action_labels: Any = None
-    # APPO / ATPPO: raw AMP observations [T, N, D] of the policy's step and of an expert sample.
-    amp_policy: Any = None
-    amp_expert: Any = None
+    # Per-step fields of the learner's parts, by part name ({"teacher": {"action_labels": ...}}).
+    parts: dict = struct.field(default_factory=dict)

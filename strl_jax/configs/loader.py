@@ -15,21 +15,18 @@ from typing import Any
 
 import yaml
 
+from strl_jax.agents.algorithms import ALGORITHMS, check_algorithm_config
 from strl_jax.configs.schema import TrainConfig
+from strl_jax.envs.brax_env import available_backends, available_tasks
+from strl_jax.errors import ConfigError
+from strl_jax.networks.mlp import ACTIVATIONS
 
-PRESET_PACKAGE = "strl_jax.configs"
-ALGORITHMS = ("PPO", "TPPO", "Distillation", "APPO", "ATPPO")
-TEACHER_ALGORITHMS = ("TPPO", "Distillation", "ATPPO")  # need algorithm.teacher_policy
-AMP_ALGORITHMS = ("APPO", "ATPPO")  # need a motion dataset and the env's `amp` group
-
-
-class ConfigError(ValueError):
-    """A configuration problem the user can fix; the message says what and how."""
+PRESET_PACKAGE = "strl_jax.presets"  # the top-level configs/ folder (pyproject.toml maps it)
 
 
 def available_presets() -> list[str]:
     """Names of the YAML presets shipped with the package."""
-    folder = resources.files(PRESET_PACKAGE) / "presets"
+    folder = resources.files(PRESET_PACKAGE)
     return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
@@ -37,7 +34,7 @@ def load_preset(name: str) -> dict:
     """The raw mapping of one preset."""
     if name not in available_presets():
         raise ConfigError(f"no preset named {name!r}; presets: {available_presets()}")
-    text = (resources.files(PRESET_PACKAGE) / "presets" / f"{name}.yaml").read_text()
+    text = (resources.files(PRESET_PACKAGE) / f"{name}.yaml").read_text()
     return yaml.safe_load(text) or {}
 
 
@@ -211,8 +208,6 @@ def resolve_config(
 
 def validate_config(cfg: TrainConfig) -> None:
     """Checks that need more than types: choices and divisibility."""
-    from strl_jax.envs.brax_env import available_backends, available_tasks
-
     if cfg.env.task not in available_tasks():
         raise ConfigError(f"unknown task {cfg.env.task!r}; valid tasks: {available_tasks()}")
     if cfg.env.backend not in available_backends():
@@ -229,16 +224,7 @@ def validate_config(cfg: TrainConfig) -> None:
     for key, (value, valid) in choices.items():
         if value not in valid:
             raise ConfigError(f"unknown {key} {value!r}; valid choices: {valid}")
-    if cfg.algorithm.class_name in TEACHER_ALGORITHMS:
-        _validate_teacher_student(cfg)
-    if cfg.algorithm.class_name in AMP_ALGORITHMS and not cfg.algorithm.amp_motion_files:
-        raise ConfigError(
-            f"algorithm.class_name {cfg.algorithm.class_name} needs algorithm.amp_motion_files: motion "
-            "dataset folders (python -m strl_jax.collect) or motion files (AMP_for_hardware JSON, pickles)"
-        )
-    validate_amp_config(cfg)
-    from strl_jax.networks.mlp import ACTIVATIONS
-
+    check_algorithm_config(cfg)  # the checks of the algorithm's parts (teacher, discriminator, ...)
     if cfg.policy.activation.lower() not in ACTIVATIONS:
         raise ConfigError(
             f"unknown policy.activation {cfg.policy.activation!r}; valid choices: {sorted(ACTIVATIONS)}"
@@ -258,8 +244,8 @@ def validate_config(cfg: TrainConfig) -> None:
     for key, value in positive.items():
         if value < 1:
             raise ConfigError(f"{key} must be at least 1, got {value}")
-    if cfg.algorithm.class_name == "Distillation":
-        return  # no minibatches: the update walks the whole rollout in time order
+    if not ALGORITHMS[cfg.algorithm.class_name].minibatched:
+        return  # e.g. Distillation: the update walks the whole rollout in time order
     if cfg.policy.class_name == "ActorCriticRecurrent":
         if cfg.env.num_envs % cfg.algorithm.num_mini_batches:
             raise ConfigError(
@@ -273,78 +259,3 @@ def validate_config(cfg: TrainConfig) -> None:
             f"algorithm.num_mini_batches={cfg.algorithm.num_mini_batches} must divide the batch "
             f"env.num_envs * runner.num_steps_per_env = {batch}"
         )
-
-
-def _validate_teacher_student(cfg: TrainConfig) -> None:
-    """TPPO / Distillation settings. The teacher checkpoint itself is checked when it is loaded."""
-    from strl_jax.agents.distillation import LOSS_TYPES
-    from strl_jax.agents.schedules import SCHEDULES as SCHEDULE_NAMES
-    from strl_jax.agents.tppo import DISTILL_TARGETS
-
-    alg = cfg.algorithm
-    for key, value in (
-        ("teacher_act_prob", alg.teacher_act_prob),
-        ("distillation_loss_coef", alg.distillation_loss_coef),
-    ):
-        if isinstance(value, str) and value not in SCHEDULE_NAMES:
-            raise ConfigError(
-                f"unknown algorithm.{key} {value!r}; valid choices: a number or one of {list(SCHEDULE_NAMES)}"
-            )
-    if not isinstance(alg.teacher_act_prob, str) and not 0.0 <= alg.teacher_act_prob <= 1.0:
-        raise ConfigError(f"algorithm.teacher_act_prob must lie in [0, 1], got {alg.teacher_act_prob}")
-    if alg.update_times_scale < 1:
-        raise ConfigError(
-            f"algorithm.update_times_scale must be at least 1 (iterations), got {alg.update_times_scale}"
-        )
-    choices = {
-        "algorithm.distill_target": (alg.distill_target, list(DISTILL_TARGETS)),
-        "algorithm.loss_type": (alg.loss_type, list(LOSS_TYPES)),
-        "algorithm.teacher_policy.class_name": (
-            alg.teacher_policy.class_name,
-            ["ActorCritic", "ActorCriticRecurrent"],
-        ),
-    }
-    for key, (value, valid) in choices.items():
-        if value not in valid:
-            raise ConfigError(f"unknown {key} {value!r}; valid choices: {valid}")
-    if alg.gradient_length < 1:
-        raise ConfigError(f"algorithm.gradient_length must be at least 1, got {alg.gradient_length}")
-
-
-def validate_amp_config(cfg: TrainConfig) -> None:
-    """AMP settings (cheap checks only; motion files are read when training starts)."""
-    from strl_jax.envs.amp_obs import resolve_components
-    from strl_jax.networks.mlp import ACTIVATIONS
-
-    disc = cfg.policy.amp_discriminator
-    if disc.activation.lower() not in ACTIVATIONS:
-        raise ConfigError(
-            f"unknown policy.amp_discriminator.activation {disc.activation!r}; "
-            f"valid choices: {sorted(ACTIVATIONS)}"
-        )
-    if not disc.hidden_dims or any(w < 1 for w in disc.hidden_dims):
-        raise ConfigError(
-            f"policy.amp_discriminator.hidden_dims must be a non-empty list of positive widths, got "
-            f"{list(disc.hidden_dims)}"
-        )
-    if not 0.0 <= disc.task_reward_lerp <= 1.0:
-        raise ConfigError(
-            f"policy.amp_discriminator.task_reward_lerp must lie in [0, 1], got {disc.task_reward_lerp}"
-        )
-    for key in ("style_reward_coef", "discriminator_grad_pen"):
-        if getattr(disc, key) < 0:
-            raise ConfigError(f"policy.amp_discriminator.{key} must be >= 0, got {getattr(disc, key)}")
-    if cfg.algorithm.amp_normalizer not in ("shared", "separate"):
-        raise ConfigError(
-            f"unknown algorithm.amp_normalizer {cfg.algorithm.amp_normalizer!r}; "
-            "valid choices: ['shared', 'separate']"
-        )
-    if cfg.algorithm.amp_replay_buffer_size < 1:
-        raise ConfigError(
-            f"algorithm.amp_replay_buffer_size must be at least 1, got {cfg.algorithm.amp_replay_buffer_size}"
-        )
-    if cfg.env.amp_obs_components is not None:
-        try:
-            resolve_components(cfg.env.task, cfg.env.amp_obs_components)
-        except ValueError as err:
-            raise ConfigError(f"env.amp_obs_components: {err}") from None

@@ -136,6 +136,9 @@ class RunnerConfig:
     log_dir: str = ""  # default: runs/<task>/<timestamp>
     compile_cache: bool = True  # JAX persistent compilation cache under ~/.cache/strl_jax
     num_devices: int | None = None  # devices the envs are sharded over (all processes'); None: all
+    # chex/checkify checks of shapes and finiteness inside the iteration (slower: for finding
+    # where a NaN first appears); the cheap per-iteration finiteness check is always on.
+    debug: bool = False
 
 
 @dataclass(frozen=True)

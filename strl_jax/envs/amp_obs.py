@@ -33,6 +33,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import brax.envs
 import jax
 import jax.numpy as jnp
 from brax import math as bmath
@@ -95,8 +96,6 @@ def body_layout(env_name: str) -> BodyLayout:
     """The layout of a Brax task (tabulated for the common ones, else read from its system)."""
     if env_name in KNOWN_LAYOUTS:
         return KNOWN_LAYOUTS[env_name]
-    import brax.envs
-
     try:
         env = brax.envs.get_environment(env_name)
     except KeyError:

@@ -19,6 +19,8 @@ import jax.numpy as jnp
 from flax import struct
 
 from strl_jax.collectives import env_keys
+from strl_jax.envs.amp_obs import WithAmpObservation
+from strl_jax.errors import ConfigError
 from strl_jax.masked_rows import reserved_rows, where_rows
 
 BACKENDS = ("mjx", "generalized", "positional", "spring")
@@ -78,8 +80,6 @@ class ObservationGroups:
 
 def make_observation_groups(spec: dict, observation_size: int) -> ObservationGroups:
     """Validate `env.obs_groups` ({group: [indices]}) against the env's observation size."""
-    from strl_jax.configs.loader import ConfigError
-
     groups: dict[str, tuple[int, ...] | None] = {"policy": None, "critic": None}
     for name, idx in spec.items():
         if idx is None:
@@ -195,8 +195,6 @@ def make_brax_env(
     obs_groups: dict | None = None,
 ) -> BraxVecEnv:
     """Create a batched Brax env by name, with clear errors for unknown names or kwargs."""
-    from strl_jax.configs.loader import ConfigError
-
     if task not in available_tasks():
         raise ConfigError(f"unknown task {task!r}; valid tasks: {available_tasks()}")
     if backend not in BACKENDS:
@@ -235,7 +233,5 @@ def make_env_from_config(env_cfg, num_envs: int | None = None, amp: bool = False
     )
     if not amp:
         return env
-    from strl_jax.envs.amp_obs import WithAmpObservation
-
     components = None if env_cfg.amp_obs_components is None else tuple(env_cfg.amp_obs_components)
     return env.replace(observe=WithAmpObservation(env.observe, env_cfg.task, components))

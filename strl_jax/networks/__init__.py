@@ -1,6 +1,6 @@
 """Pure flax.linen networks, distributions and observation normalisers."""
 
-from strl_jax.networks.actor_critic import ActorCritic, make_actor_critic
+from strl_jax.networks.actor_critic import ActorCritic
 from strl_jax.networks.gaussian import (
     gaussian_entropy,
     gaussian_kl,
@@ -24,7 +24,6 @@ __all__ = [
     "gaussian_log_prob",
     "gaussian_sample",
     "init_normalizer",
-    "make_actor_critic",
     "normalize",
     "resolve_activation",
     "update_normalizer",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import flax.linen as nn
@@ -11,6 +12,7 @@ import jax.numpy as jnp
 from strl_jax.networks.mlp import MLP
 
 NOISE_STD_TYPES = ("scalar", "log")
+MIN_STD = 1e-6  # the smallest action std an update may leave
 
 
 def std_parameter(module: nn.Module) -> jax.Array:
@@ -73,24 +75,13 @@ class ActorCritic(nn.Module):
 
 
 def clamp_std(params: dict, noise_std_type: str, min_std: float | None) -> dict:
-    """Apply st_rl's `clip_min_std` after an update: the std never falls below `min_std`."""
-    if min_std is None:
-        return params
+    """Apply after every update: the std never falls below st_rl's `clip_min_std`, and never below
+    `MIN_STD` (a std of zero or less has no Gaussian; rsl_rl's `Normal` would raise), for both
+    `noise_std_type`s."""
+    floor = MIN_STD if min_std is None else max(float(min_std), MIN_STD)
     inner = dict(params["params"])
     if noise_std_type == "scalar":
-        inner["std"] = jnp.maximum(inner["std"], min_std)
+        inner["std"] = jnp.maximum(inner["std"], floor)
     else:
-        inner["log_std"] = jnp.maximum(inner["log_std"], jnp.log(min_std))
+        inner["log_std"] = jnp.maximum(inner["log_std"], math.log(floor))
     return {**params, "params": inner}
-
-
-def make_actor_critic(action_dim: int, cfg) -> ActorCritic:
-    """The feed-forward module of a `PolicyConfig` (`networks.policy.make_policy_model` picks by class)."""
-    return ActorCritic(
-        action_dim=action_dim,
-        actor_hidden_dims=tuple(cfg.actor_hidden_dims),
-        critic_hidden_dims=tuple(cfg.critic_hidden_dims),
-        activation=cfg.activation,
-        init_noise_std=cfg.init_noise_std,
-        noise_std_type=cfg.noise_std_type,
-    )

@@ -20,23 +20,13 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from strl_jax.errors import CheckpointError, CheckpointMismatchError, CheckpointWarning
+
 CHECKPOINT_DIR = "checkpoints"
 SUPERSEDED_DIR = "superseded_checkpoints"
 FORMAT_VERSION = 1
 
 Signature = dict[str, tuple[tuple[int, ...], str]]
-
-
-class CheckpointError(Exception):
-    """A checkpoint problem the user can act on; the message says what and where."""
-
-
-class CheckpointMismatchError(CheckpointError):
-    """The checkpoint's arrays do not fit the state the config builds."""
-
-
-class CheckpointWarning(UserWarning):
-    """A checkpoint was skipped (unreadable) or moved aside."""
 
 
 # ---------------------------------------------------------------------------- tree signatures

@@ -15,12 +15,14 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import checkify
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from strl_jax.agents.algorithms import ALGORITHMS
 from strl_jax.buffers.minibatch import env_block_size
 from strl_jax.collectives import ENV_AXIS
-from strl_jax.configs.loader import ConfigError
 from strl_jax.configs.schema import TrainConfig
+from strl_jax.errors import ConfigError, NonFiniteError
 
 REPLICATED = PartitionSpec()
 
@@ -48,7 +50,7 @@ def check_env_split(cfg: TrainConfig, mesh: Mesh) -> int:
         raise ConfigError(f"env.num_envs={num_envs} must be a multiple of the {num_devices} devices")
     local = num_envs // num_devices
     alg = cfg.algorithm
-    if alg.class_name != "Distillation":
+    if ALGORITHMS[alg.class_name].minibatched:
         steps = 1 if cfg.policy.class_name == "ActorCriticRecurrent" else cfg.runner.num_steps_per_env
         block = env_block_size(steps, alg.num_mini_batches)
         if local % block:
@@ -93,10 +95,11 @@ def shard_programs(learner: Any, cfg: TrainConfig, mesh: Mesh) -> ShardedProgram
         return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
 
     init = jax.jit(sharded(local.init, REPLICATED, (REPLICATED, rollout_spec)))
-    iteration = jax.jit(
-        sharded(local.iteration, (REPLICATED, rollout_spec), (REPLICATED, rollout_spec, REPLICATED)),
-        donate_argnums=(0, 1),
-    )
+    iteration = sharded(local.iteration, (REPLICATED, rollout_spec), (REPLICATED, rollout_spec, REPLICATED))
+    if cfg.runner.debug:
+        iteration = checked_iteration(iteration)
+    else:
+        iteration = jax.jit(iteration, donate_argnums=(0, 1))
     named = lambda spec: NamedSharding(mesh, spec)  # noqa: E731
     return ShardedPrograms(
         mesh=mesh,
@@ -105,6 +108,27 @@ def shard_programs(learner: Any, cfg: TrainConfig, mesh: Mesh) -> ShardedProgram
         train_sharding=jax.tree.map(lambda _: named(REPLICATED), train_abs),
         rollout_sharding=jax.tree.map(named, rollout_spec, is_leaf=lambda x: isinstance(x, PartitionSpec)),
     )
+
+
+# What `runner.debug=true` checks inside the iteration: every NaN a primitive produces, divisions
+# by zero and explicit `checkify.check`s (not index checks: gathers that clip or fill
+# out-of-range indices on purpose, as brax's do, would fail them).
+DEBUG_CHECKS = checkify.float_checks | checkify.user_checks
+
+
+def checked_iteration(iteration: Any) -> Any:
+    """The iteration with checkify's checks compiled in; the first failed check raises a
+    `NonFiniteError` naming the primitive and where it ran (a host round-trip per iteration)."""
+    compiled = jax.jit(checkify.checkify(iteration, errors=DEBUG_CHECKS), donate_argnums=(0, 1))
+
+    def run(train_state: Any, rollout_state: Any):
+        err, out = compiled(train_state, rollout_state)
+        message = err.get()
+        if message is not None:
+            raise NonFiniteError(f"runner.debug check failed inside the iteration: {message}")
+        return out
+
+    return run
 
 
 def local_copy(tree: Any) -> Any:

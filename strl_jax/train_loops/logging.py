@@ -9,60 +9,30 @@ import time
 from pathlib import Path
 from typing import Any
 
-# metrics.jsonl key -> TensorBoard tag, as rsl_rl's OnPolicyRunner names them.
+# Host-side metrics.jsonl keys -> TensorBoard tags, as rsl_rl's OnPolicyRunner names them. The
+# learner's scalars are tagged `<section>/<name>` with the sections the learner declares.
 TENSORBOARD_TAGS = {
-    "surrogate": "Loss/surrogate",
-    "value_function": "Loss/value_function",
-    "entropy": "Loss/entropy",
-    "learning_rate": "Loss/learning_rate",
-    "kl": "Loss/kl",
-    "distillation": "Loss/distillation",
-    "teacher_act_prob": "Train/teacher_act_prob",
-    "teacher_act_fraction": "Train/teacher_act_fraction",
-    "action_error": "Policy/action_error",
-    "discriminator_expert": "Loss/discriminator_expert",
-    "discriminator_policy": "Loss/discriminator_policy",
-    "discriminator_grad_pen": "Loss/discriminator_grad_pen",
-    "discriminator_accuracy_expert": "Loss/discriminator_accuracy_expert",
-    "discriminator_accuracy_policy": "Loss/discriminator_accuracy_policy",
-    "mimic": "Loss/mimic",
-    "dagger": "Loss/dagger",
-    "mean_style_reward": "Train/mean_style_reward",
-    "mean_task_reward": "Train/mean_task_reward",
-    "mean_noise_std": "Policy/mean_noise_std",
     "fps": "Perf/total_fps",
     "iteration_time": "Perf/iteration_time",
     "collection_time": "Perf/collection_time",
     "learning_time": "Perf/learning_time",
     "mean_reward": "Train/mean_reward",
     "mean_episode_length": "Train/mean_episode_length",
+    "mean_step_reward": "Train/mean_step_reward",
     "eval_reward": "Eval/episode_reward",
     "eval_episode_length": "Eval/episode_length",
 }
-
-# Scalar learner metrics copied into each metrics.jsonl row when the learner reports them
-# (PPO: the first six; TPPO adds the teacher's; Distillation has no PPO losses).
-LEARNER_SCALARS = (
-    "surrogate",
-    "value_function",
-    "entropy",
-    "kl",
-    "learning_rate",
-    "mean_noise_std",
-    "distillation",
-    "teacher_act_prob",
-    "teacher_act_fraction",
-    "action_error",
-    "discriminator_expert",
-    "discriminator_policy",
-    "discriminator_grad_pen",
-    "discriminator_accuracy_expert",
-    "discriminator_accuracy_policy",
-    "mimic",
-    "dagger",
-    "mean_style_reward",
-    "mean_task_reward",
-)
+NOT_LOGGED_TO_TENSORBOARD = ("iteration", "env_steps", "wall_time", "episodes")
+# Console labels of rsl_rl's own numbers; any other scalar is printed under its own name.
+CONSOLE_LABELS = {
+    "value_function": "Mean value_function loss:",
+    "surrogate": "Mean surrogate loss:",
+    "entropy": "Mean entropy:",
+    "kl": "Mean KL:",
+    "learning_rate": "Learning rate:",
+}
+HOST_KEYS = ("mean_reward", "mean_episode_length", "eval_reward", "eval_episode_length")
+ROW_KEYS_OF_THE_HOST = (*TENSORBOARD_TAGS, *NOT_LOGGED_TO_TENSORBOARD, "mean_noise_std")
 
 TIME_KEYS = ("wall_time", "fps", "iteration_time", "collection_time", "learning_time")
 
@@ -87,10 +57,12 @@ class RunLogger:
         start_iteration: int = 0,
         verbose: bool = True,
         enabled: bool = True,
+        sections: dict[str, str] | None = None,
     ):
         from tensorboardX import SummaryWriter
 
         self.log_dir = Path(log_dir)
+        self.sections = dict(sections or {})
         self.max_iterations = max_iterations
         self.start_iteration = start_iteration
         self.enabled = enabled
@@ -107,15 +79,21 @@ class RunLogger:
         self.jsonl.write(json.dumps(row, sort_keys=False) + "\n")
         step = int(row["env_steps"])
         for key, value in row.items():
-            if not isinstance(value, int | float) or key in ("iteration", "env_steps", "wall_time"):
+            if not isinstance(value, int | float) or key in NOT_LOGGED_TO_TENSORBOARD:
                 continue
-            tag = TENSORBOARD_TAGS.get(key)
-            if tag is None and key.startswith("episode/"):
-                tag = "Episode/" + key[len("episode/") :]
-            if tag is not None:
-                self.writer.add_scalar(tag, value, int(row["iteration"]))
-                if tag.startswith(("Train/", "Eval/")):
-                    self.writer.add_scalar(tag + "/env_steps", value, step)
+            tag = self.tag(key)
+            self.writer.add_scalar(tag, value, int(row["iteration"]))
+            if tag.startswith(("Train/", "Eval/")):
+                self.writer.add_scalar(tag + "/env_steps", value, step)
+
+    def tag(self, key: str) -> str:
+        """TensorBoard tag of a row key: rsl_rl's for the host's numbers, `<section>/<name>` for
+        the learner's (section `Train` unless the learner or its part names one)."""
+        if key in TENSORBOARD_TAGS:
+            return TENSORBOARD_TAGS[key]
+        if key.startswith("episode/"):
+            return "Episode/" + key[len("episode/") :]
+        return f"{self.sections.get(key, 'Train')}/{key}"
 
     def progress(self, iteration: int) -> None:
         """A one-line progress bar with ETA on an interactive terminal."""
@@ -152,28 +130,12 @@ class RunLogger:
 
         add("Computation:", f"{row['fps']:.0f} steps/s")
         add("Mean action noise std:", f"{row['mean_noise_std']:.3f}")
-        for key, label in (
-            ("value_function", "Mean value_function loss:"),
-            ("surrogate", "Mean surrogate loss:"),
-            ("entropy", "Mean entropy:"),
-            ("kl", "Mean KL:"),
-            ("distillation", "Mean distillation loss:"),
-            ("teacher_act_prob", "Teacher act probability:"),
-            ("action_error", "Student-teacher action error:"),
-            ("discriminator_expert", "Discriminator expert loss:"),
-            ("discriminator_policy", "Discriminator policy loss:"),
-            ("discriminator_grad_pen", "Discriminator gradient penalty:"),
-            ("discriminator_accuracy_expert", "Discriminator accuracy (expert):"),
-            ("discriminator_accuracy_policy", "Discriminator accuracy (policy):"),
-            ("mean_style_reward", "Mean style reward:"),
-            ("mean_task_reward", "Mean task reward:"),
-            ("learning_rate", "Learning rate:"),
-            ("mean_reward", "Mean reward:"),
-            ("mean_episode_length", "Mean episode length:"),
-            ("eval_reward", "Eval episode reward:"),
-            ("eval_episode_length", "Eval episode length:"),
-        ):
-            if key in row and row[key] is not None:
+        for key, value in row.items():
+            if key not in ROW_KEYS_OF_THE_HOST and not key.startswith("episode/") and value is not None:
+                add(CONSOLE_LABELS.get(key, f"{key}:"), f"{value:.4g}")
+        labels = ("Mean reward:", "Mean episode length:", "Eval episode reward:", "Eval episode length:")
+        for key, label in zip(HOST_KEYS, labels, strict=True):
+            if row.get(key) is not None:
                 add(label, f"{row[key]:.4g}")
         for key, value in row.items():
             if key.startswith("episode/"):

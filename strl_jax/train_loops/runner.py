@@ -25,9 +25,12 @@ import jax
 import numpy as np
 import yaml
 
-from strl_jax.configs.loader import AMP_ALGORITHMS, config_to_dict
+from strl_jax.agents.algorithms import ALGORITHMS, env_groups
+from strl_jax.agents.motion_prior import AMP_GROUP
+from strl_jax.configs.loader import config_to_dict
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.brax_env import BraxVecEnv, make_env_from_config
+from strl_jax.errors import NonFiniteError
 from strl_jax.train_loops.checkpoint import (
     CHECKPOINT_DIR,
     CheckpointError,
@@ -46,8 +49,9 @@ from strl_jax.train_loops.devices import (
     shard_programs,
     sync_processes,
 )
-from strl_jax.train_loops.iteration import PPOLearner, jit_evaluate, make_learner
-from strl_jax.train_loops.logging import LEARNER_SCALARS, RunLogger
+from strl_jax.train_loops.learner import Learner, first_non_finite, jit_evaluate
+from strl_jax.train_loops.learners import make_learner
+from strl_jax.train_loops.logging import RunLogger
 
 # Config fields only the host loop reads: runs that differ only in these share compiled programs
 # (and the learner's copy of the config). A field the jitted code starts to read must leave this list.
@@ -90,7 +94,7 @@ class Programs:
     """
 
     env: BraxVecEnv
-    learner: PPOLearner
+    learner: Learner
     init: Any
     iteration: Any
     evaluate: Any
@@ -135,7 +139,8 @@ def build_programs(cfg: TrainConfig) -> Programs:
         while len(_PROGRAMS) >= MAX_CACHED_CONFIGS:
             _PROGRAMS.popitem(last=False)
             gc.collect()  # programs sit in reference cycles: free their mappings now, not later
-        env = make_env_from_config(cfg.env, amp=cfg.algorithm.class_name in AMP_ALGORITHMS)
+        groups = env_groups(ALGORITHMS[cfg.algorithm.class_name])
+        env = make_env_from_config(cfg.env, amp=AMP_GROUP in groups)
         learner = make_learner(env, cfg)
         eval_env = env.replace(num_envs=cfg.runner.num_eval_envs)  # building a brax env takes seconds
         sharded = shard_programs(learner, cfg, make_env_mesh(cfg.runner.num_devices))
@@ -178,7 +183,8 @@ def run_keys(cfg: TrainConfig) -> tuple[jax.Array, jax.Array]:
 def _row_from_metrics(
     iteration: int, cfg: TrainConfig, metrics: dict, window: dict, wall: float, dt: float
 ) -> dict[str, Any]:
-    """Turn one iteration's device metrics (already on host) into a metrics.jsonl row."""
+    """Turn one iteration's device metrics (already on host) into a metrics.jsonl row: the
+    episode statistics of the logging window, then every scalar the learner reports."""
     episodes = window["episodes"]
     row: dict[str, Any] = {
         "iteration": iteration,
@@ -189,9 +195,9 @@ def _row_from_metrics(
         "mean_reward": window["return_sum"] / episodes if episodes else None,
         "mean_episode_length": window["length_sum"] / episodes if episodes else None,
         "episodes": int(episodes),
-        "mean_step_reward": float(metrics["reward_sum"]) / steps_per_iteration(cfg),
+        "mean_step_reward": float(metrics["rollout"]["reward_sum"]) / steps_per_iteration(cfg),
     }
-    row.update({key: float(metrics[key]) for key in LEARNER_SCALARS if key in metrics})
+    row.update({key: float(value) for key, value in metrics["scalars"].items()})
     if episodes:
         for key, value in window["metrics"].items():
             row[f"episode/{key}"] = value / episodes
@@ -285,7 +291,8 @@ def warm_start(train_state: Any, params: Any, normalizers: Any, programs: Progra
     place = lambda x, s: jax.make_array_from_callback(np.shape(x), s, lambda idx: np.asarray(x)[idx])  # noqa: E731
     params = jax.tree.map(place, params, shardings.params)
     normalizers = jax.tree.map(place, normalizers, shardings.normalizers)
-    opt_state = jax.jit(programs.learner.optimizer.init, out_shardings=shardings.opt_state)(params)
+    init_optimizer = jax.jit(programs.learner.init_optimizer, out_shardings=shardings.opt_state)
+    opt_state = init_optimizer(params, train_state.parts)
     return train_state.replace(params=params, normalizers=normalizers, opt_state=opt_state)
 
 
@@ -328,7 +335,12 @@ def train(
     saved = start_iteration if resume else None
     runner = cfg.runner
     logger = RunLogger(
-        log_dir, runner.max_iterations, start_iteration=start_iteration, verbose=verbose, enabled=primary
+        log_dir,
+        runner.max_iterations,
+        start_iteration=start_iteration,
+        verbose=verbose,
+        enabled=primary,
+        sections=programs.learner.metric_sections(),
     )
     stop = StopRequest().install() if handle_signals else StopRequest()
     rows: list[dict[str, Any]] = []
@@ -340,6 +352,7 @@ def train(
             train_state, rollout_state, metrics = programs.iteration(train_state, rollout_state)
             iteration += 1
             metrics = jax.device_get(local_copy(metrics))
+            check_finite(metrics["finite"], iteration, saved, log_dir)
             now = time.time()
             _accumulate(window, metrics)
             is_last = iteration == runner.max_iterations
@@ -381,6 +394,24 @@ def train(
     )
 
 
+def check_finite(checks: dict, iteration: int, saved: int | None, log_dir: Path) -> None:
+    """Stop the run at the first non-finite quantity, before anything of this iteration is saved."""
+    bad = first_non_finite(checks)
+    if not bad:
+        return
+    last = (
+        f"the newest checkpoint (iteration {saved}) is the last good state: continue with "
+        f"--resume {log_dir} after changing what diverged (e.g. a lower algorithm.learning_rate)"
+        if saved is not None
+        else "no checkpoint of this run was written yet"
+    )
+    raise NonFiniteError(
+        f"iteration {iteration}: the {bad[0]} is not finite (NaN or infinity)"
+        + (f"; also: {', '.join(bad[1:4])}" + (" ..." if len(bad) > 4 else "") if len(bad) > 1 else "")
+        + f". The run stopped without saving this iteration; {last}"
+    )
+
+
 def evaluate(programs: Programs, train_state: Any, eval_key: jax.Array, iteration: int) -> dict[str, float]:
     """Deterministic evaluation after `iteration`, keyed by the iteration (not by host history)."""
     key = jax.random.fold_in(eval_key, iteration)
@@ -398,7 +429,8 @@ def _empty_window() -> dict[str, Any]:
 
 def _accumulate(window: dict[str, Any], metrics: dict) -> None:
     """Sum completed-episode statistics over the iterations of one log interval."""
+    rollout = metrics["rollout"]
     for key in ("episodes", "return_sum", "length_sum"):
-        window[key] += float(metrics[key])
-    for key, value in metrics["metrics"].items():
+        window[key] += float(rollout[key])
+    for key, value in rollout["metrics"].items():
         window["metrics"][key] = window["metrics"].get(key, 0.0) + float(np.asarray(value))

@@ -21,14 +21,13 @@ class TrainState:
     learning_rate: jax.Array  # float32 scalar, changed by the adaptive schedule
     key: jax.Array
     iteration: jax.Array  # int32 scalar: completed iterations
-    teacher: Any = None  # TPPO / Distillation: the frozen teacher's TeacherState; None for PPO
-    amp: Any = None  # APPO / ATPPO: discriminator params and AMP normalisers (AmpState)
+    parts: dict[str, Any] = struct.field(default_factory=dict)  # each part's train state, by part name
 
 
 @struct.dataclass
 class RolloutState:
     """Acting state: environments, the observation to act on, per-env episode accumulators,
-    recurrent memories and the teacher masks."""
+    recurrent memories and the parts' acting state (teacher masks, replay rings)."""
 
     env_state: EnvState
     obs: dict[str, jax.Array]
@@ -36,5 +35,4 @@ class RolloutState:
     episode_length: jax.Array  # [N] int32
     episode_metrics: dict[str, jax.Array]  # [N] running sums of the env's per-step metrics
     hidden: dict[str, Any]  # recurrent policies: {"actor": h, "critic": h}; {} otherwise
-    teacher: Any = None  # TPPO / Distillation: TeacherRolloutState (who acts, teacher memory); None for PPO
-    amp_replay: Any = None  # APPO / ATPPO: per-env rings of policy AMP observations (PolicyReplay)
+    parts: dict[str, Any] = struct.field(default_factory=dict)  # each part's rollout state, by part name

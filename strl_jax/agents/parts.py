@@ -1,0 +1,143 @@
+"""The part protocol: what an algorithm adds to the learner's core, as static data and pure hooks.
+
+st_rl builds algorithms from mixins (`TPPO = teacher + PPO`, `APPO = AMP + PPO`, ...). Here an
+algorithm is a row of `agents.algorithms.ALGORITHMS`: the core update and a tuple of parts. The
+learner calls every hook of every part in order and never names a part; a part's train state and
+rollout state live under its `name` in the state containers, its parameters (if `trainable`
+returns any) are optimised with the policy's under the same name, and the metric names it returns
+are the names that are logged.
+
+Every hook has a do-nothing default, so a part writes only the hooks it needs:
+- `init(key, ctx) -> (train, rollout)`: its slices of the two state pytrees (None: nothing).
+- `act(...)`: choose the executed action (TPPO's teacher), drawing `step_keys` per-env keys.
+- `on_step(...)`: shape the reward (AMP's style reward), store per-step `fields` for the update,
+  advance its rollout state and add to its rollout `sums` (divided by the samples at the end).
+- `before_update`, `minibatch_inputs`, `losses -> (losses, coefs, metrics)`, `after_update`.
+- `iteration_metrics`: scalars from the rollout sums and the train state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+import jax
+
+
+@dataclasses.dataclass(frozen=True)
+class InitContext:
+    """What a part may read when it builds its state (this device's share of the envs)."""
+
+    num_envs: int
+    env_ids: jax.Array  # [N] global indices of this device's envs
+    obs_shapes: dict[str, tuple[int, ...]]
+    action_size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class StepContext:
+    """What a part may read during one rollout step (before its hooks change anything)."""
+
+    obs: dict  # raw observation groups the policy acted on
+    mean: jax.Array  # [N, A] the policy's action mean
+    std: jax.Array  # [N, A]
+    step_key: jax.Array  # this step's key (shared by all envs; fold in env ids for per-env draws)
+    env_ids: jax.Array  # [N] global env indices
+    iteration: jax.Array  # completed iterations before this one
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvStep:
+    """The env's answer to the executed actions (`obs` already reset where an episode ended)."""
+
+    obs: dict
+    final_obs: dict  # the pre-reset observation of finished episodes, `obs` elsewhere
+    reward: jax.Array  # [N] the env's reward, unscaled
+    done: jax.Array  # [N] bool: terminated or truncated
+
+
+@dataclasses.dataclass(frozen=True)
+class StepOutput:
+    """A part's contribution to one rollout step."""
+
+    reward: jax.Array  # the learning reward after this part (pass the input through if unchanged)
+    rollout: Any = None  # the part's rollout state after the step
+    fields: dict = dataclasses.field(default_factory=dict)  # per-step arrays [N, ...] for the update
+    sums: dict = dataclasses.field(default_factory=dict)  # scalars summed over steps and devices
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdateContext:
+    """Static facts about the update a part's hooks run in."""
+
+    axis_name: str | None  # reduce over devices with this axis (None: one device)
+    num_envs: int  # this device's envs
+    env_ids: jax.Array
+    recurrent: bool  # minibatch columns are whole envs ([T, B]) instead of samples ([1, B])
+    steps: int  # rollout steps per env
+
+
+@dataclasses.dataclass(frozen=True)
+class LossContext:
+    """One minibatch and the policy's outputs on it, for a part's loss terms."""
+
+    batch: Any  # agents.ppo.PPOBatch: core fields and `parts[name]` step fields, [T, B, ...]
+    mean: jax.Array  # [T, B, A] the policy being optimised
+    std: jax.Array
+    values: jax.Array  # [T, B]
+    iteration: jax.Array
+
+
+Losses = tuple[dict[str, jax.Array], dict[str, Any], dict[str, jax.Array]]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Part:
+    """A part with no effect; subclasses override the hooks they need (see the module docstring)."""
+
+    name: str
+    step_keys: ClassVar[int] = 0  # per-env keys `act` receives each step
+    obs_groups: ClassVar[tuple[str, ...]] = ()  # env observation groups only this part reads
+    # TensorBoard section of each metric name the part logs (others go under "Train").
+    sections: ClassVar[dict[str, str]] = {}
+
+    def init(self, key: jax.Array, ctx: InitContext) -> tuple[Any, Any]:
+        return None, None
+
+    def trainable(self, train: Any) -> Any:
+        """Parameters the learner's optimiser updates with the policy's (None: none)."""
+        return None
+
+    def with_trainable(self, train: Any, params: Any) -> Any:
+        return train
+
+    def act(self, train: Any, rollout: Any, ctx: StepContext, actions: jax.Array, keys: Any):
+        """`(executed actions, anything for on_step)`; `keys` are `[N, step_keys]` per-env keys."""
+        return actions, None
+
+    def on_step(
+        self, train: Any, rollout: Any, ctx: StepContext, env: EnvStep, reward: jax.Array, acted: Any
+    ) -> StepOutput:
+        return StepOutput(reward=reward, rollout=rollout)
+
+    def before_update(self, train: Any, rollout: Any, fields: dict, ctx: UpdateContext) -> Any:
+        """The rollout state once the rollout is complete (`fields`: its stored `[T, N, ...]`)."""
+        return rollout
+
+    def minibatch_inputs(
+        self, train: Any, rollout: Any, idx: jax.Array, key: jax.Array, ctx: UpdateContext
+    ) -> Any:
+        """Data for one minibatch's loss drawn outside the gradient (e.g. replay samples)."""
+        return None
+
+    def losses(self, params: Any, train: Any, ctx: LossContext, inputs: Any) -> Losses:
+        """`(losses, coefficients, metrics)` added to the core's; coefficients may be arrays."""
+        return {}, {}, {}
+
+    def after_update(self, train: Any, fields: dict, ctx: UpdateContext) -> Any:
+        """The train state after the optimiser steps (normalisers, statistics)."""
+        return train
+
+    def iteration_metrics(self, train: Any, sums: dict, num_samples: jax.Array, iteration: jax.Array):
+        """Scalars logged once per iteration (by default the rollout sums per sample)."""
+        return {name: value / num_samples for name, value in sums.items()}

@@ -1,0 +1,76 @@
+"""The acting policy: observation group -> normaliser -> actor network -> action.
+
+One function chain for every place a policy acts: the training rollout, evaluation, `play`,
+inference, `collect`, a frozen teacher and export. The policy's memory is only the actor's
+(`{"actor": h}`; `{}` for a feed-forward policy): acting never runs the critic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from strl_jax.networks.gaussian import gaussian_sample
+from strl_jax.networks.normalizer import NormalizerState, normalize
+from strl_jax.networks.policy import Hidden, PolicyModel, reset_hidden_groups
+
+ACTOR_INPUT = "policy"  # the normaliser (and network input) the actor reads, in its own run's names
+
+
+@dataclasses.dataclass(frozen=True)
+class Actor:
+    """A policy network and how it reads observations and emits actions (static, hashable).
+
+    `obs_group` is the env's observation group fed to the actor (a teacher may read `critic`);
+    its statistics are the run's `policy` normaliser. `clip_actions` clips executed actions the way
+    the env does, for deployment; training samples stay unclipped (the env clips them).
+    """
+
+    model: PolicyModel
+    obs_group: str = ACTOR_INPUT
+    normalize_obs: bool = True
+    clip_actions: float | None = None
+
+    @property
+    def recurrent(self) -> bool:
+        return self.model.recurrent
+
+    def initial_hidden(self, batch: int) -> Hidden:
+        """The actor's memory only: `{"actor": h}`, or `{}` for a feed-forward policy."""
+        hidden = self.model.initial_hidden(batch)
+        return {"actor": hidden["actor"]} if hidden else {}
+
+    def reset_hidden(self, hidden: Hidden, done: jax.Array) -> Hidden:
+        return reset_hidden_groups(hidden, done)
+
+    def actor_input(self, normalizers: dict[str, NormalizerState], obs: dict) -> jax.Array:
+        """The (normalised) observation the actor network reads."""
+        x = obs[self.obs_group]
+        return normalize(normalizers[ACTOR_INPUT], x) if self.normalize_obs else x
+
+    def distribution(self, params: Any, normalizers: dict, obs: dict, hidden: Hidden):
+        """`(mean, std, hidden')` for raw observation groups."""
+        return self.model.distribution(params, {ACTOR_INPUT: self.actor_input(normalizers, obs)}, hidden)
+
+    def clip(self, actions: jax.Array) -> jax.Array:
+        c = self.clip_actions
+        return actions if c is None else jnp.clip(actions, -c, c)
+
+    def act(self, params: Any, normalizers: dict, obs: dict, hidden: Hidden, keys: jax.Array | None = None):
+        """`(clipped action, hidden')`: the mean, or with `keys` (one per env) a Gaussian sample."""
+        mean, std, hidden = self.distribution(params, normalizers, obs, hidden)
+        actions = mean if keys is None else jax.vmap(gaussian_sample)(keys, mean, std)
+        return self.clip(actions), hidden
+
+
+def make_actor(model: PolicyModel, cfg: Any, obs_group: str = ACTOR_INPUT) -> Actor:
+    """The actor of a run's `TrainConfig` (normalisation and action clipping as it trained)."""
+    return Actor(
+        model=model,
+        obs_group=obs_group,
+        normalize_obs=cfg.runner.empirical_normalization,
+        clip_actions=cfg.env.clip_actions,
+    )

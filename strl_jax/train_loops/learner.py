@@ -1,0 +1,631 @@
+"""One jit-compiled learner iteration: rollout, returns and the whole update, no host round-trip.
+
+The learner is PPO's core (acting, value bootstrap, returns, clipped surrogate and value losses,
+adaptive KL) plus a tuple of parts (`agents.parts`): it calls each part's hooks in order and
+never names one. `update` picks the optimisation: `PPOUpdate` (minibatch epochs over the
+rollout) or `BehaviorCloningUpdate` (rsl_rl Distillation's truncated BPTT). Which update and
+which parts an algorithm uses is `agents.algorithms.ALGORITHMS`; `train_loops.learners` builds them.
+
+The runner executes `init` and `iteration` per device under `shard_map` (`train_loops.devices`):
+with `axis_name` set, `env` is the device's share of the envs and every reduction over envs
+(advantage statistics, gradients, KL, normalisers, episode sums) spans all devices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import chex
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from strl_jax.agents.distillation import DistillationBatch, bptt_update, step_order
+from strl_jax.agents.parts import (
+    EnvStep,
+    InitContext,
+    LossContext,
+    Part,
+    StepContext,
+    UpdateContext,
+)
+from strl_jax.agents.ppo import (
+    PPOBatch,
+    adaptive_learning_rate,
+    surrogate_loss,
+    value_loss,
+    weighted_total,
+)
+from strl_jax.buffers.gae import bootstrap_timeouts, compute_gae, normalize_advantages
+from strl_jax.buffers.minibatch import merge_time_env, minibatch_indices
+from strl_jax.buffers.transitions import Transition
+from strl_jax.collectives import env_keys, global_env_ids, pmean, psum
+from strl_jax.configs.schema import TrainConfig
+from strl_jax.envs.brax_env import BraxVecEnv
+from strl_jax.masked_rows import reserved_rows, where_rows
+from strl_jax.networks.acting import Actor
+from strl_jax.networks.actor_critic import clamp_std
+from strl_jax.networks.gaussian import gaussian_entropy, gaussian_kl, gaussian_log_prob, gaussian_sample
+from strl_jax.networks.normalizer import init_normalizer, normalize, update_normalizer
+from strl_jax.networks.policy import PolicyModel, reset_hidden_groups
+from strl_jax.train_loops.evaluation import deterministic_episodes
+from strl_jax.train_loops.state import RolloutState, TrainState
+
+POLICY = "policy"  # the policy's key among the trainable parameters
+
+
+def timeout_rows(num_envs: int, episode_length: int) -> int:
+    """Critic rows per chunk of time-out bootstraps: four times the time-outs of a step when
+    episodes are spread evenly over their length, at least 16 (more take several chunks)."""
+    return reserved_rows(num_envs, 4 / episode_length)
+
+
+def normalize_groups(normalizers: dict, obs: dict, enabled: bool) -> dict:
+    """Normalise each observation group with its own statistics (identity when disabled)."""
+    if not enabled:
+        return obs
+    return {k: normalize(normalizers[k], v) if k in normalizers else v for k, v in obs.items()}
+
+
+def finite(tree: Any) -> jax.Array:
+    """True when every element of every leaf is finite (a scalar bool)."""
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOUpdate:
+    """GAE, then `num_learning_epochs` x `num_mini_batches` clipped steps with the adaptive lr.
+
+    `ppo_terms=False` (TPPO's `using_ppo: false`, DAgger) keeps only the parts' loss terms.
+    """
+
+    ppo_terms: bool = True
+    splits_key: bool = True  # the update draws minibatch orders (one more split of the run key)
+
+
+@dataclasses.dataclass(frozen=True)
+class BehaviorCloningUpdate:
+    """rsl_rl Distillation: epochs over the rollout in time order, a step every `gradient_length`
+    steps, towards the `action_labels` that the part `labels_from` stores."""
+
+    labels_from: str
+    loss_type: str
+    gradient_length: int
+    splits_key: bool = False
+
+
+@struct.dataclass
+class Learner:
+    """Static description of a run: env, policy, optimiser, update and parts. Not a pytree of arrays."""
+
+    env: BraxVecEnv = struct.field(pytree_node=False)
+    model: PolicyModel = struct.field(pytree_node=False)
+    actor: Actor = struct.field(pytree_node=False)
+    cfg: TrainConfig = struct.field(pytree_node=False)
+    optimizer: optax.GradientTransformation = struct.field(pytree_node=False)
+    update_rule: PPOUpdate | BehaviorCloningUpdate = struct.field(pytree_node=False)
+    parts: tuple[Part, ...] = struct.field(pytree_node=False, default=())
+    # The mesh axis the envs are sharded over (inside `shard_map`); `env` then holds this
+    # device's share of the envs. None: no collectives (one device, unit tests).
+    axis_name: str | None = struct.field(pytree_node=False, default=None)
+
+    @property
+    def normalize_obs(self) -> bool:
+        return self.cfg.runner.empirical_normalization
+
+    def env_ids(self) -> jax.Array:
+        """Global indices of this device's environments."""
+        return global_env_ids(self.env.num_envs, self.axis_name)
+
+    def shard(self, env: BraxVecEnv, axis_name: str | None) -> Learner:
+        """This learner for one device's share `env` of the envs, reducing over `axis_name`."""
+        return self.replace(env=env, axis_name=axis_name)
+
+    def policy_groups(self, obs: dict) -> dict:
+        """The observation groups the policy's normalisers and networks see (parts keep theirs)."""
+        owned = {g for p in self.parts for g in p.obs_groups}
+        return {k: v for k, v in obs.items() if k not in owned}
+
+    def update_context(self, steps: int) -> UpdateContext:
+        return UpdateContext(
+            axis_name=self.axis_name,
+            num_envs=self.env.num_envs,
+            env_ids=self.env_ids(),
+            recurrent=self.model.recurrent,
+            steps=steps,
+        )
+
+    # ---- trainable parameters ------------------------------------------------------------
+    def trainable(self, params: Any, parts: dict) -> dict:
+        """What the optimiser updates: `{"policy": ..., <part>: ...}` (one optimiser, one clip)."""
+        out = {POLICY: params}
+        for p in self.parts:
+            own = p.trainable(parts[p.name])
+            if own is not None:
+                out[p.name] = own
+        return out
+
+    def with_trainable(self, trainable: dict, parts: dict) -> tuple[Any, dict]:
+        """`(policy params, parts' train states)` with the optimised parameters put back."""
+        parts = dict(parts)
+        for p in self.parts:
+            if p.name in trainable:
+                parts[p.name] = p.with_trainable(parts[p.name], trainable[p.name])
+        return trainable[POLICY], parts
+
+    def init_optimizer(self, params: Any, parts: dict) -> Any:
+        """A fresh optimiser state for these parameters (also used to warm-start from a checkpoint)."""
+        return self.optimizer.init(self.trainable(params, parts))
+
+    # ---- state -------------------------------------------------------------------------
+    def init(self, key: jax.Array) -> tuple[TrainState, RolloutState]:
+        """Fresh parameters, optimiser, normalisers, parts and environments for `key`."""
+        key, init_key, env_key = jax.random.split(key, 3)
+        shapes = self.env.observation_shapes()
+        params = self.model.init(init_key, shapes)
+        env_ids = self.env_ids()
+        env_state, obs = self.env.reset(env_key, env_ids[0])
+        metric_names = jax.eval_shape(
+            self.env.step, env_state, jnp.zeros((self.env.num_envs, self.env.action_size))
+        )
+        zeros = jnp.zeros((self.env.num_envs,), jnp.float32)
+        ctx = InitContext(
+            num_envs=self.env.num_envs, env_ids=env_ids, obs_shapes=shapes, action_size=self.env.action_size
+        )
+        train_parts, rollout_parts = {}, {}
+        for p in self.parts:
+            key, part_key = jax.random.split(key)
+            train_parts[p.name], rollout_parts[p.name] = p.init(part_key, ctx)
+        train_state = TrainState(
+            params=params,
+            opt_state=self.init_optimizer(params, train_parts),
+            normalizers={k: init_normalizer(s) for k, s in self.policy_groups(shapes).items()},
+            learning_rate=jnp.asarray(self.cfg.algorithm.learning_rate, jnp.float32),
+            key=key,
+            iteration=jnp.zeros((), jnp.int32),
+            parts=train_parts,
+        )
+        rollout_state = RolloutState(
+            env_state=env_state,
+            obs=obs,
+            episode_return=zeros,
+            episode_length=jnp.zeros((self.env.num_envs,), jnp.int32),
+            episode_metrics={k: zeros for k in metric_names[1].metrics},
+            hidden=self.model.initial_hidden(self.env.num_envs),
+            parts=rollout_parts,
+        )
+        # Donated buffers must be distinct: groups that share an array get their own copy.
+        return jax.tree.map(jnp.copy, (train_state, rollout_state))
+
+    # ---- acting ------------------------------------------------------------------------
+    def critic_value(self, params, normalizers, obs, hidden):
+        """Value of raw observations, without advancing the hidden state."""
+        nobs = normalize_groups(normalizers, obs, self.normalize_obs)
+        return self.model.value(params, nobs, hidden)
+
+    def timeout_values(self, params, normalizers, final_obs, hidden, truncated: jax.Array) -> jax.Array:
+        """V(final observation) of the envs whose episode was truncated this step, 0 elsewhere.
+
+        Only those values enter the returns (`bootstrap_timeouts`), and time-outs are rare (about
+        `N / episode_length` a step when episodes are spread out): the critic sees only the
+        truncated envs' rows (`where_rows`), not a second pass over every env.
+        """
+        n = truncated.shape[0]
+        return where_rows(
+            truncated,
+            lambda args: self.critic_value(params, normalizers, *args),
+            (final_obs, hidden),
+            jnp.zeros((n,), jnp.float32),
+            timeout_rows(n, self.env.episode_length),
+            in_axes=(0, 1),  # recurrent memories are [layers, N, hidden]
+        )
+
+    def step_keys(self, keys: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+        """`(sampling keys [N], {part: [k, N] keys})`: per-env keys split for the parts that draw."""
+        wanted = [(p.name, p.step_keys) for p in self.parts if p.step_keys]
+        if not wanted:
+            return keys, {}
+        split = jax.vmap(jax.random.split, (0, None), 1)(keys, 1 + sum(k for _, k in wanted))
+        out, start = {}, 1
+        for name, k in wanted:
+            out[name] = split[start : start + k]
+            start += k
+        return split[0], out
+
+    def rollout_step(self, train_state: TrainState, rs: RolloutState, step_key: jax.Array):
+        """One vmapped env step: `(rollout state', transition, step sums)`."""
+        cfg = self.cfg
+        params, normalizers = train_state.params, train_state.normalizers
+        env_ids = self.env_ids()
+        mean, std, hidden = self.actor.distribution(params, normalizers, rs.obs, rs.hidden)
+        critic_obs = normalize_groups(normalizers, self.policy_groups(rs.obs), self.normalize_obs)
+        values, hidden = self.model.value_and_hidden(params, critic_obs, hidden)
+        keys = env_keys(step_key, env_ids)  # per env: the same draws on any number of devices
+        sample_keys, part_keys = self.step_keys(keys)
+        ctx = StepContext(
+            obs=rs.obs,
+            mean=mean,
+            std=std,
+            step_key=step_key,
+            env_ids=env_ids,
+            iteration=train_state.iteration,
+        )
+        actions = jax.vmap(gaussian_sample)(sample_keys, mean, std)
+        acted = {}
+        for p in self.parts:
+            name = p.name
+            actions, acted[name] = p.act(
+                train_state.parts[name], rs.parts[name], ctx, actions, part_keys.get(name)
+            )
+        env_state, res = self.env.step(rs.env_state, actions)
+        if cfg.algorithm.timeout_bootstrap == "final_obs":
+            # The critic's memory has seen obs_t; the final observation is its next input.
+            bootstrap_values = self.timeout_values(params, normalizers, res.final_obs, hidden, res.truncated)
+        else:
+            bootstrap_values = values
+        done = res.terminated | res.truncated
+        env_step = EnvStep(obs=res.obs, final_obs=res.final_obs, reward=res.reward, done=done)
+        reward = res.reward * cfg.algorithm.reward_scale
+        rollout_parts, fields, part_sums = {}, {}, {}
+        for p in self.parts:
+            name = p.name
+            out = p.on_step(train_state.parts[name], rs.parts[name], ctx, env_step, reward, acted[name])
+            reward, rollout_parts[name], fields[name], part_sums[name] = (
+                out.reward,
+                out.rollout,
+                out.fields,
+                out.sums,
+            )
+        rewards = bootstrap_timeouts(reward, res.truncated, bootstrap_values, cfg.algorithm.gamma)
+        transition = Transition(
+            obs=self.policy_groups(rs.obs),
+            actions=actions,
+            log_prob=gaussian_log_prob(actions, mean, std),
+            mean=mean,
+            std=std,
+            values=values,
+            rewards=rewards,
+            dones=done.astype(jnp.float32),
+            parts=fields,
+        )
+        ep_return = rs.episode_return + res.reward
+        ep_length = rs.episode_length + 1
+        ep_metrics = {k: rs.episode_metrics[k] + res.metrics[k] for k in rs.episode_metrics}
+        d = done.astype(jnp.float32)
+        sums = {
+            "episodes": d.sum(),
+            "return_sum": (ep_return * d).sum(),
+            "length_sum": (ep_length * d).sum(),
+            "reward_sum": res.reward.sum(),
+            "metrics": {k: (ep_metrics[k] / ep_length * d).sum() for k in ep_metrics},
+            "parts": part_sums,
+        }
+        rs = RolloutState(
+            env_state=env_state,
+            obs=res.obs,
+            episode_return=jnp.where(done, 0.0, ep_return),
+            episode_length=jnp.where(done, 0, ep_length),
+            episode_metrics={k: jnp.where(done, 0.0, v) for k, v in ep_metrics.items()},
+            hidden=reset_hidden_groups(hidden, done),
+            parts=rollout_parts,
+        )
+        return rs, transition, sums
+
+    def rollout(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
+        """`num_steps_per_env` vmapped env steps with the current policy, as a `lax.scan`.
+
+        Returns `(rollout state', transitions [T, N], sums over steps and devices)`; the parts
+        choose executed actions, shape rewards and store their fields in the transitions.
+        """
+        keys = jax.random.split(key, self.cfg.runner.num_steps_per_env)
+        step = functools.partial(self.rollout_step, train_state)
+        _, _, sums_shape = jax.eval_shape(step, rollout_state, keys[0])
+        sums0 = jax.tree.map(lambda _: jnp.zeros((), jnp.float32), sums_shape)
+
+        def body(carry, step_key):
+            rs, totals = carry
+            rs, transition, sums = step(rs, step_key)
+            return (rs, jax.tree.map(jnp.add, totals, sums)), transition
+
+        initial_hidden = rollout_state.hidden
+        (rollout_state, sums), transitions = jax.lax.scan(body, (rollout_state, sums0), keys)
+        sums = psum(sums, self.axis_name)  # sums over all devices' envs
+        return rollout_state, transitions.replace(initial_hidden=initial_hidden), sums
+
+    # ---- PPO update --------------------------------------------------------------------
+    def loss(self, trainable: dict, batch: PPOBatch, iteration: jax.Array, train_parts: dict, inputs: dict):
+        """Weighted loss of one minibatch of `[T, B]` steps; aux: `(losses, metrics, mean, std)`.
+
+        PPO's terms (unless the update drops them), then each part's, summed with st_rl's
+        `<name>_coef` weights.
+        """
+        alg = self.cfg.algorithm
+        mean, std, values = self.model.sequence(trainable[POLICY], batch.obs, batch.hidden, batch.resets)
+        chex.assert_equal_shape([mean, std, batch.actions])
+        chex.assert_equal_shape([values, batch.returns])
+        losses, coefs, metrics = {}, {}, {}
+        if self.update_rule.ppo_terms:
+            advantages = batch.advantages
+            if alg.normalize_advantage_per_mini_batch:
+                advantages = normalize_advantages(advantages, self.axis_name)
+            entropy = jnp.mean(gaussian_entropy(std))
+            surrogate = surrogate_loss(
+                gaussian_log_prob(batch.actions, mean, std), batch.old_log_prob, advantages, alg.clip_param
+            )
+            value = value_loss(
+                values, batch.old_values, batch.returns, alg.clip_param, alg.use_clipped_value_loss
+            )
+            losses = {"surrogate_loss": surrogate, "value_loss": value, "entropy": -entropy}
+            coefs = {
+                "surrogate_loss": alg.surrogate_loss_coef,
+                "value_loss": alg.value_loss_coef,
+                "entropy": alg.entropy_coef,
+            }
+            metrics = {"surrogate": surrogate, "value_function": value, "entropy": entropy}
+        ctx = LossContext(batch=batch, mean=mean, std=std, values=values, iteration=iteration)
+        for p in self.parts:
+            part_losses, part_coefs, part_metrics = p.losses(
+                trainable.get(p.name), train_parts[p.name], ctx, inputs[p.name]
+            )
+            losses |= part_losses
+            coefs |= part_coefs
+            metrics |= part_metrics
+        return weighted_total(losses, coefs), (losses, metrics, mean, std)
+
+    def minibatch_step(self, carry, batch: PPOBatch, iteration: jax.Array, train_parts: dict, inputs: dict):
+        """Adaptive lr from the KL to the acting policy, then one clipped optimiser step.
+
+        Gradients, KL and loss terms are averaged over devices (equal shares of the minibatch),
+        so every device takes the same step and the params stay replicated.
+        """
+        trainable, opt_state, lr = carry
+        alg = self.cfg.algorithm
+        grads, (losses, metrics, mean, std) = jax.grad(self.loss, has_aux=True)(
+            trainable, batch, iteration, train_parts, inputs
+        )
+        kl_mean = jnp.mean(gaussian_kl(batch.old_mean, batch.old_std, mean, std))
+        grads, kl_mean, losses, metrics = pmean((grads, kl_mean, losses, metrics), self.axis_name)
+        if alg.schedule == "adaptive":
+            lr = adaptive_learning_rate(lr, kl_mean, alg.desired_kl)
+        direction, opt_state = self.optimizer.update(grads, opt_state, trainable)
+        trainable = optax.apply_updates(trainable, jax.tree.map(lambda u: -lr * u, direction))
+        policy = clamp_std(trainable[POLICY], self.model.noise_std_type, alg.clip_min_std)
+        trainable = {**trainable, POLICY: policy}
+        checks = {
+            **{check_name(1, f"loss term {k}"): jnp.isfinite(v) for k, v in losses.items()},
+            **{check_name(2, f"gradient of {k}"): finite(g) for k, g in grads.items()},
+        }
+        return (trainable, opt_state, lr), ({**metrics, "kl": kl_mean}, checks)
+
+    def make_batch(
+        self, train_state: TrainState, transitions: Transition, last_values: jax.Array
+    ) -> PPOBatch:
+        """Returns, advantages and normalised observations as one `[T, N]` batch.
+
+        Feed-forward batches are flattened to `[1, T * N]`, so every sample can land in any
+        minibatch; recurrent ones keep `[T, N]` and are split by environment.
+        """
+        alg = self.cfg.algorithm
+        if self.update_rule.ppo_terms:
+            advantages, returns = compute_gae(
+                transitions.rewards, transitions.values, transitions.dones, last_values, alg.gamma, alg.lam
+            )
+            if not alg.normalize_advantage_per_mini_batch:
+                advantages = normalize_advantages(advantages, self.axis_name)
+        else:  # DAgger: no returns
+            advantages = returns = jnp.zeros_like(transitions.rewards)
+        resets = jnp.concatenate([jnp.zeros_like(transitions.dones[:1]), transitions.dones[:-1]], axis=0)
+        batch = PPOBatch(
+            obs=normalize_groups(train_state.normalizers, transitions.obs, self.normalize_obs),
+            hidden=transitions.initial_hidden if self.model.recurrent else {},
+            resets=resets,
+            actions=transitions.actions,
+            old_log_prob=transitions.log_prob,
+            old_mean=transitions.mean,
+            old_std=transitions.std,
+            old_values=transitions.values,
+            advantages=advantages,
+            returns=returns,
+            parts=transitions.parts,
+        )
+        if self.model.recurrent:
+            return batch
+        return batch.replace(**{f: merge_time_env(getattr(batch, f)) for f in PPOBatch.STEP_FIELDS})
+
+    def ppo_update(self, train_state, rollout_parts, transitions, last_values, key):
+        """GAE, then `num_learning_epochs` x `num_mini_batches` steps, as nested `lax.scan`s.
+
+        Returns `(trainable, opt_state, lr, metrics, checks)`.
+        """
+        iteration = train_state.iteration
+        alg = self.cfg.algorithm
+        batch = self.make_batch(train_state, transitions, last_values)
+        # Columns: every sample (feed-forward) or whole environments (recurrent).
+        steps = transitions.rewards.shape[0]
+        steps_per_env = 1 if self.model.recurrent else steps
+        first_env = self.env_ids()[0]
+        part_root = jax.random.fold_in(key, 1)
+        ctx = self.update_context(steps)
+
+        def minibatch(carry, xs):
+            idx, part_key = xs
+            chex.assert_rank(idx, 1)
+            inputs = {
+                p.name: p.minibatch_inputs(
+                    train_state.parts[p.name], rollout_parts[p.name], idx, part_key, ctx
+                )
+                for p in self.parts
+            }
+            return self.minibatch_step(carry, batch.select_columns(idx), iteration, train_state.parts, inputs)
+
+        def epoch(carry, xs):
+            epoch_key, epoch_index = xs
+            # A fresh order each epoch; each minibatch is gathered inside the scan, not materialised.
+            order = minibatch_indices(
+                epoch_key, self.env.num_envs, steps_per_env, alg.num_mini_batches, first_env
+            )
+            part_keys = jax.random.split(jax.random.fold_in(part_root, epoch_index), alg.num_mini_batches)
+            return jax.lax.scan(minibatch, carry, (order, part_keys))
+
+        trainable = self.trainable(train_state.params, train_state.parts)
+        carry = (trainable, train_state.opt_state, train_state.learning_rate)
+        keys = jax.random.split(key, alg.num_learning_epochs)
+        epochs = jnp.arange(alg.num_learning_epochs, dtype=jnp.int32)
+        (trainable, opt_state, lr), (metrics, checks) = jax.lax.scan(epoch, carry, (keys, epochs))
+        return trainable, opt_state, lr, jax.tree.map(jnp.mean, metrics), jax.tree.map(jnp.all, checks)
+
+    # ---- behaviour-cloning update --------------------------------------------------------
+    def cloning_update(self, train_state, transitions):
+        """rsl_rl's Distillation update: `(trainable, opt_state, lr, metrics, checks)`."""
+        rule = self.update_rule
+        alg = self.cfg.algorithm
+        batch = DistillationBatch(
+            obs=normalize_groups(train_state.normalizers, transitions.obs, self.normalize_obs),
+            labels=transitions.parts[rule.labels_from]["action_labels"],
+            dones=transitions.dones,
+            hidden0=transitions.initial_hidden if self.model.recurrent else {},
+        )
+        windows, rest = step_order(transitions.dones.shape[0], alg.num_learning_epochs, rule.gradient_length)
+
+        def act(trainable, obs_t, hidden):
+            mean, _, hidden = self.model.distribution(trainable[POLICY], obs_t, hidden)
+            return mean, hidden
+
+        trainable, opt_state, losses = bptt_update(
+            act,
+            reset_hidden_groups,
+            self.optimizer,
+            rule.loss_type,
+            self.trainable(train_state.params, train_state.parts),
+            train_state.opt_state,
+            train_state.learning_rate,
+            batch,
+            windows,
+            rest,
+            self.axis_name,
+        )
+        policy = clamp_std(trainable[POLICY], self.model.noise_std_type, alg.clip_min_std)
+        loss = jnp.mean(losses)
+        checks = {check_name(1, "loss term behavior_loss"): jnp.isfinite(loss)}
+        return (
+            {**trainable, POLICY: policy},
+            opt_state,
+            train_state.learning_rate,
+            {"distillation": loss},
+            checks,
+        )
+
+    # ---- the iteration -----------------------------------------------------------------
+    def iteration(self, train_state: TrainState, rollout_state: RolloutState):
+        """Advance the whole system by one iteration; returns new states and metrics.
+
+        metrics: `rollout` (episode sums for the host's logging window), `scalars` (everything
+        logged as is) and `finite` (per checked quantity, in causal order: loss terms, gradients,
+        parameters; the host stops the run at the first False).
+        """
+        rule = self.update_rule
+        if rule.splits_key:
+            key, rollout_key, update_key = jax.random.split(train_state.key, 3)
+        else:
+            key, rollout_key = jax.random.split(train_state.key)
+        rollout_state, transitions, sums = self.rollout(train_state, rollout_state, rollout_key)
+        steps = self.cfg.runner.num_steps_per_env
+        chex.assert_shape(transitions.rewards, (steps, self.env.num_envs))
+        ctx = self.update_context(steps)
+        rollout_parts = {
+            p.name: p.before_update(
+                train_state.parts[p.name], rollout_state.parts[p.name], transitions.parts[p.name], ctx
+            )
+            for p in self.parts
+        }
+        rollout_state = rollout_state.replace(parts=rollout_parts)
+        if isinstance(rule, PPOUpdate):
+            last_values = self.critic_value(
+                train_state.params, train_state.normalizers, rollout_state.obs, rollout_state.hidden
+            )
+            update = self.ppo_update(train_state, rollout_parts, transitions, last_values, update_key)
+        else:
+            update = self.cloning_update(train_state, transitions)
+        trainable, opt_state, lr, update_metrics, checks = update
+        normalizers = train_state.normalizers
+        if self.normalize_obs:
+            # After the update, so the first ratio of the next update is exactly 1 (rsl_rl #225).
+            until = self.cfg.runner.normalizer_until
+            normalizers = {
+                k: update_normalizer(normalizers[k], transitions.obs[k], until, self.axis_name)
+                for k in normalizers
+            }
+        params, train_parts = self.with_trainable(trainable, train_state.parts)
+        train_parts = {
+            **train_parts,
+            **{
+                p.name: p.after_update(train_parts[p.name], transitions.parts[p.name], ctx)
+                for p in self.parts
+            },
+        }
+        new_train_state = train_state.replace(
+            params=params,
+            opt_state=opt_state,
+            normalizers=normalizers,
+            learning_rate=lr,
+            key=key,
+            iteration=train_state.iteration + 1,
+            parts=train_parts,
+        )
+        num_samples = psum(jnp.asarray(transitions.rewards.size, jnp.float32), self.axis_name)
+        scalars = dict(update_metrics)
+        for p in self.parts:
+            scalars |= p.iteration_metrics(
+                train_parts[p.name], sums["parts"][p.name], num_samples, train_state.iteration
+            )
+        scalars |= {
+            "learning_rate": lr,
+            "mean_noise_std": pmean(jnp.mean(transitions.std[-1]), self.axis_name),
+        }
+        checks |= {check_name(3, f"parameters of {k}"): finite(v) for k, v in trainable.items()}
+        rollout_sums = {k: v for k, v in sums.items() if k != "parts"}
+        metrics = {"rollout": rollout_sums, "scalars": scalars, "finite": checks}
+        return new_train_state, rollout_state, metrics
+
+    def metric_sections(self) -> dict[str, str]:
+        """TensorBoard section of each scalar this learner logs (rsl_rl's names for the core)."""
+        sections = {
+            "surrogate": "Loss",
+            "value_function": "Loss",
+            "entropy": "Loss",
+            "kl": "Loss",
+            "learning_rate": "Loss",
+            "mean_noise_std": "Policy",
+        }
+        for p in self.parts:
+            sections |= p.sections
+        return sections
+
+    # ---- evaluation --------------------------------------------------------------------
+    def evaluate(self, eval_env: BraxVecEnv, params, normalizers, key: jax.Array):
+        """Deterministic (mean-action) episodes on separate envs: mean return and length."""
+
+        def act(obs, hidden):
+            return self.actor.act(params, normalizers, obs, hidden)
+
+        return deterministic_episodes(eval_env, act, self.model.initial_hidden(eval_env.num_envs), key)
+
+
+def check_name(stage: int, quantity: str) -> str:
+    """`"<stage>:<quantity>"`: pytrees sort dict keys, so the stage number keeps the causal order
+    (1 loss terms, 2 gradients, 3 parameters) when the checks come back to the host."""
+    return f"{stage}:{quantity}"
+
+
+def first_non_finite(checks: dict) -> list[str]:
+    """The quantities whose check failed, first the earliest in the update (host side)."""
+    return [name.split(":", 1)[1] for name, ok in sorted(checks.items()) if not bool(ok)]
+
+
+def jit_evaluate(learner: Learner, eval_env: BraxVecEnv):
+    """Compiled deterministic evaluation on `eval_env`: `(params, normalizers, key) -> metrics`."""
+    return jax.jit(functools.partial(learner.evaluate, eval_env))

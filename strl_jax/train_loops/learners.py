@@ -1,0 +1,91 @@
+"""Assemble the learner of a config: its update rule and its parts, from `agents.algorithms`.
+
+This is the one module that knows how each part is built from a config (loading a teacher's
+checkpoint, reading motion files); everything is checked against the env here, before anything
+is compiled. Adding a part means adding its builder to `PART_BUILDERS`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+from strl_jax.agents.algorithms import AlgorithmSpec, algorithm_spec
+from strl_jax.agents.motion_prior import make_motion_prior
+from strl_jax.agents.parts import Part
+from strl_jax.agents.ppo import make_optimizer
+from strl_jax.agents.schedules import make_schedule
+from strl_jax.agents.tppo import TeacherPart
+from strl_jax.configs.schema import TrainConfig
+from strl_jax.envs.brax_env import BraxVecEnv
+from strl_jax.errors import ConfigError
+from strl_jax.networks.acting import make_actor
+from strl_jax.networks.policy import make_policy_model
+from strl_jax.train_loops.learner import BehaviorCloningUpdate, Learner, PPOUpdate
+from strl_jax.train_loops.teachers import load_teacher
+
+
+def teacher_part(env: BraxVecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> TeacherPart:
+    """TPPO's teacher (acts with `teacher_act_prob`, adds `distillation_loss`), or for the
+    behaviour-cloning update a teacher that only labels."""
+    alg = cfg.algorithm
+    teacher = load_teacher(cfg, env.observation_shapes(), env.action_size)
+    if spec.update == "behavior_cloning":
+        return TeacherPart(name="teacher", teacher=teacher, act_prob=make_schedule(0.0, 1.0), acts=False)
+    return TeacherPart(
+        name="teacher",
+        teacher=teacher,
+        act_prob=make_schedule(alg.teacher_act_prob, alg.update_times_scale),
+        loss_coef=make_schedule(alg.distillation_loss_coef, alg.update_times_scale),
+        target=alg.distill_target,
+    )
+
+
+def amp_part(env: BraxVecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> Part:
+    """The discriminator and motion library; its `dagger_loss` follows the teacher's labels if any."""
+    return make_motion_prior("amp", env, cfg, labels_from="teacher" if "teacher" in spec.parts else None)
+
+
+PART_BUILDERS: dict[str, Callable[[BraxVecEnv, TrainConfig, AlgorithmSpec], Part]] = {
+    "teacher": teacher_part,
+    "amp": amp_part,
+}
+
+
+def make_update_rule(cfg: TrainConfig, spec: AlgorithmSpec) -> PPOUpdate | BehaviorCloningUpdate:
+    alg = cfg.algorithm
+    if spec.update == "ppo":
+        return PPOUpdate(ppo_terms=alg.using_ppo if "teacher" in spec.parts else True)
+    total = alg.num_learning_epochs * cfg.runner.num_steps_per_env
+    if total % alg.gradient_length:
+        warnings.warn(
+            f"num_learning_epochs * num_steps_per_env = {total} is not divisible by gradient_length "
+            f"({alg.gradient_length}): the last {total % alg.gradient_length} steps of each update are "
+            "evaluated but never backpropagated (as in rsl_rl)",
+            stacklevel=3,
+        )
+    return BehaviorCloningUpdate(
+        labels_from="teacher", loss_type=alg.loss_type, gradient_length=alg.gradient_length
+    )
+
+
+def make_learner(env: BraxVecEnv, cfg: TrainConfig, with_parts: bool = True) -> Learner:
+    """The learner for `algorithm.class_name`: its update rule and its parts, built and checked
+    against `env`. `with_parts=False` gives the bare policy learner (shapes, inference)."""
+    try:
+        spec = algorithm_spec(cfg.algorithm.class_name)
+    except KeyError as err:
+        raise ConfigError(err.args[0]) from None
+    alg = cfg.algorithm
+    model = make_policy_model(env.action_size, cfg.policy)
+    # rsl_rl Distillation clips gradients only when `max_grad_norm` is set and non-zero.
+    max_grad_norm = alg.max_grad_norm if spec.update == "ppo" else (alg.max_grad_norm or None)
+    return Learner(
+        env=env,
+        model=model,
+        actor=make_actor(model, cfg),
+        cfg=cfg,
+        optimizer=make_optimizer(alg.optimizer, max_grad_norm),
+        update_rule=make_update_rule(cfg, spec),
+        parts=tuple(PART_BUILDERS[name](env, cfg, spec) for name in spec.parts) if with_parts else (),
+    )
