@@ -1,6 +1,6 @@
 """strl_jax training steps/s and memory against the number of environments (and of devices).
 
-Each configuration trains the task's preset (strl_jax/configs/presets/<task>.yaml) with
+Each configuration trains the task's preset (configs/<task>.yaml) with
 `runner.train` for a few iterations, without evaluation, in its own subprocess, so that the peak
 RSS is that configuration's. Steady-state steps/s leaves out the first iteration, which carries
 the compilation. With `--raw-json` (the output of env_throughput.py) the table also shows the

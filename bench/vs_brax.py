@@ -6,7 +6,7 @@ that of one library's run):
     the matched comparison), in a separate virtual environment with jax 0.7.2 and brax 0.14.2
     (brax 0.14.2's PPO does not run on jax >= 0.8), created once and cached;
   - strl_jax `matched`: the same hyperparameters mapped onto strl_jax's config;
-  - strl_jax `own`: strl_jax's preset for the task (strl_jax/configs/presets/<task>.yaml).
+  - strl_jax `own`: strl_jax's preset for the task (configs/<task>.yaml).
 Both libraries get the same env-step budget, the same evaluation protocol (deterministic policy,
 same number of eval envs, evaluation after the same number of env steps) and the same seed.
 

@@ -34,6 +34,7 @@ from strl_jax.agents.amp import (
     style_reward,
     update_amp_normalizers,
 )
+from strl_jax.agents.motion_prior import init_policy_replay, replay_add, replay_draw
 from strl_jax.agents.ppo import weighted_total
 from strl_jax.buffers.motion import (
     amp_observation,
@@ -42,7 +43,6 @@ from strl_jax.buffers.motion import (
     sample_expert_amp_obs,
     sample_motion_pairs,
 )
-from strl_jax.buffers.replay import init_replay_buffer, replay_insert, replay_sample
 from strl_jax.configs.loader import ConfigError, resolve_config
 from strl_jax.envs.amp_obs import (
     COMPONENTS,
@@ -280,31 +280,32 @@ def sequential_reference(capacity, dim, batches):
 
 
 @settings(max_examples=25, deadline=None)
-@given(capacity=st.integers(1, 7), sizes=st.lists(st.integers(0, 12), min_size=1, max_size=5))
-def test_replay_insert_equals_one_at_a_time(capacity, sizes):
-    counter = iter(range(10_000))
-    batches = [np.array([[next(counter), 0.5] for _ in range(n)], np.float32).reshape(n, 2) for n in sizes]
-    buf = init_replay_buffer(capacity, 2)
-    for batch in batches:
-        buf = replay_insert(buf, jnp.asarray(batch))
-    data, pos, size = sequential_reference(capacity, 2, batches)
-    np.testing.assert_array_equal(np.asarray(buf.data), data)
-    assert int(buf.position) == pos and int(buf.size) == size
+@given(slots=st.integers(1, 7), steps=st.lists(st.integers(1, 12), min_size=1, max_size=5))
+def test_policy_replay_add_equals_one_step_at_a_time(slots, steps):
+    """Each env's ring takes a rollout's `[T, N, D]` observations as T single-row inserts would."""
+    counter = iter(range(100_000))
+    rollouts = [
+        np.array([[[next(counter), env] for env in range(3)] for _ in range(t)], np.float32) for t in steps
+    ]
+    replay = init_policy_replay(3, slots, 2)
+    for rollout in rollouts:
+        replay = replay_add(replay, jnp.asarray(rollout))
+    for env in range(3):
+        data, pos, size = sequential_reference(slots, 2, [r[:, env] for r in rollouts])
+        np.testing.assert_array_equal(np.asarray(replay.data[env]), data)
+        assert int(replay.position[env]) == pos and int(replay.size[env]) == size
 
 
-def test_replay_buffer_is_jit_safe_and_samples_the_filled_part():
-    insert = jax.jit(replay_insert)
-    buf = init_replay_buffer(10, 1)
-    buf = insert(buf, jnp.arange(4.0)[:, None] + 1)  # rows 1..4 filled, 6 empty zeros
-    rows = jax.jit(replay_sample, static_argnums=2)(buf, jax.random.PRNGKey(0), 4000)
-    values, counts = np.unique(np.asarray(rows), return_counts=True)
-    assert set(values) == {1.0, 2.0, 3.0, 4.0}
-    assert np.all(np.abs(counts / 4000 - 0.25) < 0.03)
-    buf = insert(buf, jnp.full((9, 1), 7.0))  # wraps around: capacity 10, 13 inserted
-    assert int(buf.size) == 10 and int(buf.position) == 3
-    np.testing.assert_array_equal(np.asarray(buf.data[:, 0]), [7, 7, 7, 4, 7, 7, 7, 7, 7, 7])
-    with pytest.raises(ValueError, match="capacity >= 1"):
-        init_replay_buffer(0, 3)
+def test_policy_replay_draws_from_the_filled_slots_of_each_env():
+    replay = init_policy_replay(2, 10, 1)
+    rollout = jnp.stack([jnp.arange(1.0, 5.0), jnp.arange(11.0, 15.0)], axis=1)[..., None]  # [4, 2, 1]
+    replay = jax.jit(replay_add)(replay, rollout)  # rows 1..4 (env 0) and 11..14 (env 1); 6 empty
+    keys = jax.random.split(jax.random.PRNGKey(0), 4000)
+    for env, expected in ((0, {1.0, 2.0, 3.0, 4.0}), (1, {11.0, 12.0, 13.0, 14.0})):
+        rows = jax.jit(replay_draw)(replay, keys, jnp.full((4000,), env))
+        values, counts = np.unique(np.asarray(rows), return_counts=True)
+        assert set(values) == expected
+        assert np.all(np.abs(counts / 4000 - 0.25) < 0.03)
 
 
 # ------------------------------------------------------------------------------ motion library
@@ -500,6 +501,7 @@ def test_amp_config_fields_and_validation():
         "algorithm.amp_replay_buffer_size=0": "amp_replay_buffer_size must be at least 1",
         "env.amp_obs_components=[joint_pos, knee]": "env.amp_obs_components: unknown AMP observation",
     }
+    amp = ["algorithm.class_name=APPO", "algorithm.amp_motion_files=[a]"]  # the AMP part's checks
     for override, needle in bad.items():
         with pytest.raises(ConfigError, match=needle):
-            resolve_config("ant", overrides=[override])
+            resolve_config("ant", overrides=[*amp, override])

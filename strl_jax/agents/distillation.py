@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -31,6 +32,7 @@ ResetFn = Callable[[Any, jax.Array], Any]
 
 def behavior_loss(loss_type: str, actions: jax.Array, labels: jax.Array) -> jax.Array:
     """torch's `mse_loss` / `huber_loss` (delta 1) with mean reduction over envs and dims."""
+    chex.assert_equal_shape([actions, labels])
     diff = actions - labels
     if loss_type == "mse":
         return jnp.mean(jnp.square(diff))

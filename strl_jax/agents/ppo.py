@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import chex
 import jax
 import jax.numpy as jnp
 import optax
@@ -53,6 +54,7 @@ class PPOBatch:
 
 def surrogate_loss(log_prob: jax.Array, old_log_prob: jax.Array, advantages: jax.Array, clip_param: float):
     """Clipped surrogate `mean(max(-A r, -A clip(r, 1-eps, 1+eps)))`."""
+    chex.assert_equal_shape([log_prob, old_log_prob, advantages])
     ratio = jnp.exp(log_prob - old_log_prob)
     unclipped = -advantages * ratio
     clipped = -advantages * jnp.clip(ratio, 1.0 - clip_param, 1.0 + clip_param)
@@ -63,6 +65,7 @@ def value_loss(
     values: jax.Array, old_values: jax.Array, returns: jax.Array, clip_param: float, use_clipped: bool
 ) -> jax.Array:
     """Clipped value loss `mean(max((V-R)^2, (V_old + clip(V-V_old) - R)^2))`, or plain MSE."""
+    chex.assert_equal_shape([values, old_values, returns])
     if not use_clipped:
         return jnp.mean(jnp.square(returns - values))
     clipped = old_values + jnp.clip(values - old_values, -clip_param, clip_param)

@@ -33,6 +33,9 @@ def compute_gae(
     delta_t = r_t + gamma (1 - d_t) V_{t+1} - V_t;  A_t = delta_t + gamma lam (1 - d_t) A_{t+1};
     R_t = A_t + V_t, with V_T = `last_values` ([N]).
     """
+    chex.assert_rank(rewards, 2)
+    chex.assert_equal_shape([rewards, values, dones])
+    chex.assert_shape(last_values, rewards.shape[1:])
     chex.assert_rank([rewards, values, dones, last_values], [2, 2, 2, 1])
     chex.assert_equal_shape([rewards, values, dones])
     not_done = 1.0 - dones.astype(rewards.dtype)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import chex
 import jax
 import jax.numpy as jnp
 
@@ -55,7 +56,9 @@ def minibatch_indices(
 
     order = jax.vmap(block_order)(jnp.arange(num_blocks, dtype=jnp.int32))
     order = order.reshape(num_blocks, num_mini_batches, per_block // num_mini_batches)
-    return order.transpose(1, 0, 2).reshape(num_mini_batches, -1)
+    order = order.transpose(1, 0, 2).reshape(num_mini_batches, -1)
+    chex.assert_shape(order, (num_mini_batches, num_envs * steps_per_env // num_mini_batches))
+    return order
 
 
 def select_columns(tree, idx: jax.Array, axis: int = 1):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import chex
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -56,11 +57,15 @@ class PolicyModel:
         """`(mean, std, hidden')` for one step; only the actor's part of `hidden` changes."""
         if not self.recurrent:
             mean, std = self.module.apply(params, nobs["policy"], method=ActorCritic.distribution)
-            return mean, std, hidden
-        mean, std, h_a = self.module.apply(
-            params, nobs["policy"], hidden["actor"], method=ActorCriticRecurrent.distribution
-        )
-        return mean, std, {**hidden, "actor": h_a}
+            hidden_out = hidden
+        else:
+            mean, std, h_a = self.module.apply(
+                params, nobs["policy"], hidden["actor"], method=ActorCriticRecurrent.distribution
+            )
+            hidden_out = {**hidden, "actor": h_a}
+        chex.assert_equal_shape([mean, std])
+        chex.assert_shape(mean, (*nobs["policy"].shape[:-1], self.module.action_dim))
+        return mean, std, hidden_out
 
     def value_and_hidden(self, params, nobs: dict, hidden: Hidden):
         """`(value, hidden')` for one step; only the critic's part of `hidden` changes."""
@@ -88,6 +93,7 @@ class PolicyModel:
         previous step ended an episode (`resets[t] = done[t-1]`): the same numbers as rsl_rl's
         split-and-pad evaluation, without padding.
         """
+        chex.assert_shape(resets, nobs["policy"].shape[:2])
         if not self.recurrent:
             mean, std, _ = self.distribution(params, nobs, hidden0)
             return mean, std, self.value(params, nobs, hidden0)

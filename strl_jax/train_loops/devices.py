@@ -10,12 +10,13 @@ replicated and kept identical by averaging gradients, KL and statistics across t
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 from typing import Any
 
 import jax
 import numpy as np
-from jax.experimental import checkify
+from jax.experimental import checkify, multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from strl_jax.agents.algorithms import ALGORITHMS
@@ -146,8 +147,6 @@ def any_process(flag: bool) -> bool:
     """True if `flag` is set on any process (a stop request must stop every process together)."""
     if jax.process_count() == 1:
         return flag
-    from jax.experimental import multihost_utils
-
     flags = multihost_utils.process_allgather(np.asarray([flag], np.int32))
     return bool(np.any(flags))
 
@@ -155,8 +154,6 @@ def any_process(flag: bool) -> bool:
 def sync_processes(name: str) -> None:
     """Wait for every process (no-op with one)."""
     if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
         multihost_utils.sync_global_devices(name)
 
 
@@ -187,8 +184,6 @@ def initialize_distributed(
 
 def _cpu_only() -> bool:
     """No accelerator plugin installed (checked without initialising a backend)."""
-    import importlib.util
-
     return not any(
         importlib.util.find_spec(name) for name in ("jax_cuda12_plugin", "jax_cuda13_plugin", "libtpu")
     )

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tensorboardX import SummaryWriter
+
 # Host-side metrics.jsonl keys -> TensorBoard tags, as rsl_rl's OnPolicyRunner names them. The
 # learner's scalars are tagged `<section>/<name>` with the sections the learner declares.
 TENSORBOARD_TAGS = {
@@ -59,8 +61,6 @@ class RunLogger:
         enabled: bool = True,
         sections: dict[str, str] | None = None,
     ):
-        from tensorboardX import SummaryWriter
-
         self.log_dir = Path(log_dir)
         self.sections = dict(sections or {})
         self.max_iterations = max_iterations
