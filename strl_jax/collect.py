@@ -41,6 +41,7 @@ from strl_jax.envs.amp_obs import WithAmpObservation, amp_observation_size, reso
 from strl_jax.errors import CheckpointError, CollectError, CollectionIncomplete, ConfigError
 from strl_jax.inference import load_policy
 from strl_jax.networks.acting import Actor
+from strl_jax.train_loops.evaluation import act_in_env
 
 TRAJ_PREFIX = "traj_"
 DEFAULT_CHUNK_STEPS = 200
@@ -112,13 +113,12 @@ def make_chunk_rollout(env, actor: Actor, chunk_steps: int, sample_actions: bool
     """
 
     def rollout(params, normalizers, carry, key):
-        def step(carry, key):
-            env_state, obs, hidden = carry
+        def act(obs, hidden, key):
             keys = jax.random.split(key, env.num_envs) if sample_actions else None
-            action, hidden = actor.act(params, normalizers, obs, hidden, keys)
-            env_state, res = env.step(env_state, action)
-            hidden = actor.reset_hidden(hidden, res.terminated | res.truncated)
-            record = {
+            return actor.act(params, normalizers, obs, hidden, keys)
+
+        def record(_state, obs, action, res):
+            return {
                 "obs": obs["policy"],
                 "critic_obs": obs["critic"],
                 "amp_obs": obs["amp"],
@@ -128,9 +128,9 @@ def make_chunk_rollout(env, actor: Actor, chunk_steps: int, sample_actions: bool
                 "terminated": res.terminated,
                 "truncated": res.truncated,
             }
-            return (env_state, res.obs, hidden), record
 
-        return jax.lax.scan(step, carry, jax.random.split(key, chunk_steps))
+        keys = jax.random.split(key, chunk_steps)
+        return act_in_env(env, act, actor.reset_hidden, carry, record, keys)
 
     return jax.jit(rollout)
 
