@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     last_values = jax.jit(learner.critic_value)(
         train_state.params, train_state.normalizers, rollout_state.obs, rollout_state.hidden
     )
-    update = jax.jit(learner.update)
+    update = jax.jit(learner.ppo_update)
     iteration = jax.jit(learner.iteration)
 
     def run_env(rs, key):
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             rollout, train_state, rollout_state, key, repeats=args.repeats
         ),
         "update (GAE + epochs x minibatches)": timed(
-            update, train_state, transitions, last_values, key, repeats=args.repeats
+            update, train_state, rollout_state.parts, transitions, last_values, key, repeats=args.repeats
         ),
         "iteration (all of it)": timed(iteration, train_state, rollout_state, repeats=args.repeats),
     }
