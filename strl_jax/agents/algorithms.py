@@ -13,6 +13,7 @@ from typing import Any
 
 from strl_jax.agents.motion_prior import AMP_GROUP, check_amp_config
 from strl_jax.agents.tppo import check_teacher_config
+from strl_jax.errors import ConfigError
 
 UPDATES = ("ppo", "behavior_cloning")
 
@@ -49,9 +50,9 @@ PART_ENV_GROUPS: dict[str, tuple[str, ...]] = {"amp": (AMP_GROUP,)}
 
 
 def algorithm_spec(name: str) -> AlgorithmSpec:
-    """The row of `algorithm.class_name`; a `KeyError` lists the valid names."""
+    """The row of `algorithm.class_name`; an unknown name is a `ConfigError` listing the valid ones."""
     if name not in ALGORITHMS:
-        raise KeyError(f"unknown algorithm.class_name {name!r}; valid choices: {list(ALGORITHMS)}")
+        raise ConfigError(f"unknown algorithm.class_name {name!r}; valid choices: {list(ALGORITHMS)}")
     return ALGORITHMS[name]
 
 
@@ -62,7 +63,7 @@ def env_groups(spec: AlgorithmSpec) -> tuple[str, ...]:
 
 def check_algorithm_config(cfg: Any) -> None:
     """Run the config checks of every part of `algorithm.class_name` (assumes a known name)."""
-    for part in ALGORITHMS[cfg.algorithm.class_name].parts:
+    for part in algorithm_spec(cfg.algorithm.class_name).parts:
         check = PART_CONFIG_CHECKS.get(part)
         if check is not None:
             check(cfg)

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from strl_jax.agents.algorithms import ALGORITHMS, check_algorithm_config
+from strl_jax.agents.algorithms import ALGORITHMS, algorithm_spec, check_algorithm_config
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.brax_env import available_backends, available_tasks
 from strl_jax.errors import ConfigError
@@ -244,7 +244,7 @@ def validate_config(cfg: TrainConfig) -> None:
     for key, value in positive.items():
         if value < 1:
             raise ConfigError(f"{key} must be at least 1, got {value}")
-    if not ALGORITHMS[cfg.algorithm.class_name].minibatched:
+    if not algorithm_spec(cfg.algorithm.class_name).minibatched:
         return  # e.g. Distillation: the update walks the whole rollout in time order
     if cfg.policy.class_name == "ActorCriticRecurrent":
         if cfg.env.num_envs % cfg.algorithm.num_mini_batches:

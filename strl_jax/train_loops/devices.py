@@ -19,7 +19,7 @@ import numpy as np
 from jax.experimental import checkify, multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from strl_jax.agents.algorithms import ALGORITHMS
+from strl_jax.agents.algorithms import algorithm_spec
 from strl_jax.buffers.minibatch import env_block_size
 from strl_jax.collectives import ENV_AXIS
 from strl_jax.configs.schema import TrainConfig
@@ -51,7 +51,7 @@ def check_env_split(cfg: TrainConfig, mesh: Mesh) -> int:
         raise ConfigError(f"env.num_envs={num_envs} must be a multiple of the {num_devices} devices")
     local = num_envs // num_devices
     alg = cfg.algorithm
-    if ALGORITHMS[alg.class_name].minibatched:
+    if algorithm_spec(alg.class_name).minibatched:
         steps = 1 if cfg.policy.class_name == "ActorCriticRecurrent" else cfg.runner.num_steps_per_env
         block = env_block_size(steps, alg.num_mini_batches)
         if local % block:

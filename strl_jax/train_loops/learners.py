@@ -18,7 +18,6 @@ from strl_jax.agents.schedules import make_schedule
 from strl_jax.agents.tppo import TeacherPart
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.brax_env import BraxVecEnv
-from strl_jax.errors import ConfigError
 from strl_jax.networks.acting import make_actor
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.learner import BehaviorCloningUpdate, Learner, PPOUpdate
@@ -69,13 +68,10 @@ def make_update_rule(cfg: TrainConfig, spec: AlgorithmSpec) -> PPOUpdate | Behav
     )
 
 
-def make_learner(env: BraxVecEnv, cfg: TrainConfig, with_parts: bool = True) -> Learner:
+def make_learner(env: BraxVecEnv, cfg: TrainConfig) -> Learner:
     """The learner for `algorithm.class_name`: its update rule and its parts, built and checked
-    against `env`. `with_parts=False` gives the bare policy learner (shapes, inference)."""
-    try:
-        spec = algorithm_spec(cfg.algorithm.class_name)
-    except KeyError as err:
-        raise ConfigError(err.args[0]) from None
+    against `env`."""
+    spec = algorithm_spec(cfg.algorithm.class_name)
     alg = cfg.algorithm
     model = make_policy_model(env.action_size, cfg.policy)
     # rsl_rl Distillation clips gradients only when `max_grad_norm` is set and non-zero.
@@ -87,5 +83,5 @@ def make_learner(env: BraxVecEnv, cfg: TrainConfig, with_parts: bool = True) -> 
         cfg=cfg,
         optimizer=make_optimizer(alg.optimizer, max_grad_norm),
         update_rule=make_update_rule(cfg, spec),
-        parts=tuple(PART_BUILDERS[name](env, cfg, spec) for name in spec.parts) if with_parts else (),
+        parts=tuple(PART_BUILDERS[name](env, cfg, spec) for name in spec.parts),
     )

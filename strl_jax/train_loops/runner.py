@@ -25,7 +25,7 @@ import jax
 import numpy as np
 import yaml
 
-from strl_jax.agents.algorithms import ALGORITHMS, env_groups
+from strl_jax.agents.algorithms import algorithm_spec, env_groups
 from strl_jax.agents.motion_prior import AMP_GROUP
 from strl_jax.configs.loader import config_to_dict
 from strl_jax.configs.schema import TrainConfig
@@ -139,7 +139,7 @@ def build_programs(cfg: TrainConfig) -> Programs:
         while len(_PROGRAMS) >= MAX_CACHED_CONFIGS:
             _PROGRAMS.popitem(last=False)
             gc.collect()  # programs sit in reference cycles: free their mappings now, not later
-        groups = env_groups(ALGORITHMS[cfg.algorithm.class_name])
+        groups = env_groups(algorithm_spec(cfg.algorithm.class_name))
         env = make_env_from_config(cfg.env, amp=AMP_GROUP in groups)
         learner = make_learner(env, cfg)
         eval_env = env.replace(num_envs=cfg.runner.num_eval_envs)  # building a brax env takes seconds
