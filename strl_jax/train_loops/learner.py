@@ -20,6 +20,7 @@ from typing import Any
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 
@@ -476,7 +477,8 @@ class Learner:
         keys = jax.random.split(key, alg.num_learning_epochs)
         epochs = jnp.arange(alg.num_learning_epochs, dtype=jnp.int32)
         (trainable, opt_state, lr), (metrics, checks) = jax.lax.scan(epoch, carry, (keys, epochs))
-        return trainable, opt_state, lr, jax.tree.map(jnp.mean, metrics), jax.tree.map(jnp.all, checks)
+        failures = jax.tree.map(lambda ok: first_failure(ok.reshape(-1)), checks)
+        return trainable, opt_state, lr, jax.tree.map(jnp.mean, metrics), failures
 
     # ---- behaviour-cloning update --------------------------------------------------------
     def cloning_update(self, train_state, transitions):
@@ -510,7 +512,9 @@ class Learner:
         )
         policy = clamp_std(trainable[POLICY], self.model.noise_std_type, alg.clip_min_std)
         loss = jnp.mean(losses)
-        checks = {check_name(1, "loss term behavior_loss"): jnp.isfinite(loss)}
+        step = first_failure(jnp.isfinite(losses))  # losses are per rollout step; report the window
+        step = jnp.where(step == NEVER, NEVER, step // rule.gradient_length)
+        checks = {check_name(1, "loss term behavior_loss"): step}
         return (
             {**trainable, POLICY: policy},
             opt_state,
@@ -524,8 +528,9 @@ class Learner:
         """Advance the whole system by one iteration; returns new states and metrics.
 
         metrics: `rollout` (episode sums for the host's logging window), `scalars` (everything
-        logged as is) and `finite` (per checked quantity, in causal order: loss terms, gradients,
-        parameters; the host stops the run at the first False).
+        logged as is) and `finite`: per checked quantity (loss terms and gradients of every
+        optimiser step, the parameters after the update), the first optimiser step at which it
+        was not finite, `NEVER` if it stayed finite; the host stops the run on any failure.
         """
         rule = self.update_rule
         if rule.splits_key:
@@ -586,10 +591,22 @@ class Learner:
             "learning_rate": lr,
             "mean_noise_std": pmean(jnp.mean(transitions.std[-1]), self.axis_name),
         }
-        checks |= {check_name(3, f"parameters of {k}"): finite(v) for k, v in trainable.items()}
+        after = jnp.asarray(self.optimizer_steps(), jnp.int32)  # the parameters the update left
+        checks |= {
+            check_name(3, f"parameters of {k}"): jnp.where(finite(v), NEVER, after)
+            for k, v in trainable.items()
+        }
         rollout_sums = {k: v for k, v in sums.items() if k != "parts"}
         metrics = {"rollout": rollout_sums, "scalars": scalars, "finite": checks}
         return new_train_state, rollout_state, metrics
+
+    def optimizer_steps(self) -> int:
+        """Optimiser steps per update (the step index the parameter checks report)."""
+        alg = self.cfg.algorithm
+        if isinstance(self.update_rule, PPOUpdate):
+            return alg.num_learning_epochs * alg.num_mini_batches
+        total = alg.num_learning_epochs * self.cfg.runner.num_steps_per_env
+        return total // self.update_rule.gradient_length
 
     def metric_sections(self) -> dict[str, str]:
         """TensorBoard section of each scalar this learner logs (rsl_rl's names for the core)."""
@@ -615,15 +632,25 @@ class Learner:
         return deterministic_episodes(eval_env, act, self.model.initial_hidden(eval_env.num_envs), key)
 
 
+NEVER = np.iinfo(np.int32).max  # a finiteness check that never failed
+
+
+def first_failure(ok: jax.Array) -> jax.Array:
+    """Index of the first False of a `[steps]` bool array (the optimiser step), or `NEVER`."""
+    return jnp.where(jnp.all(ok), NEVER, jnp.argmin(ok)).astype(jnp.int32)
+
+
 def check_name(stage: int, quantity: str) -> str:
-    """`"<stage>:<quantity>"`: pytrees sort dict keys, so the stage number keeps the causal order
-    (1 loss terms, 2 gradients, 3 parameters) when the checks come back to the host."""
+    """`"<stage>:<quantity>"`: within one optimiser step, loss terms (1) come before gradients (2)
+    and parameters (3); the prefix keeps that order when the names are sorted on the host."""
     return f"{stage}:{quantity}"
 
 
 def first_non_finite(checks: dict) -> list[str]:
-    """The quantities whose check failed, first the earliest in the update (host side)."""
-    return [name.split(":", 1)[1] for name, ok in sorted(checks.items()) if not bool(ok)]
+    """The quantities that stopped being finite, the earliest first: by optimiser step, then by
+    stage (host side). A NaN spreads to everything after it; the first name is the cause."""
+    failed = sorted((int(step), name) for name, step in checks.items() if int(step) != NEVER)
+    return [name.split(":", 1)[1] for _, name in failed]
 
 
 def jit_evaluate(learner: Learner, eval_env: BraxVecEnv):
