@@ -1,7 +1,8 @@
 """Raw environment throughput: the ceiling a training loop can approach.
 
-For each task, backend and number of environments, a jitted `lax.scan` steps the batched env of
-`strl_jax.envs.make_brax_env` (fresh-random auto-reset included) with uniform random actions in
+For each task, backend and number of environments, a jitted `lax.scan` steps strl_jax's batched
+env (Brax tasks, or MuJoCo Playground tasks such as Go1JoystickFlatTerrain with their domain
+randomisation; fresh-random auto-reset included) with uniform random actions in
 [-1, 1]; no policy, no learning. Compilation (lower + compile of the scan) is timed apart from
 the steady-state steps/s, which is measured over repeated calls of the compiled scan for at
 least `--min-time` seconds after one warm-up call.
@@ -27,9 +28,13 @@ DEFAULT_NUM_ENVS = "256,512,1024,2048,4096,8192,16384"
 
 
 def preset_backend(task: str) -> str:
-    """The backend of the task's strl_jax preset (positional for tasks without one)."""
+    """The backend of the task's strl_jax preset (positional for tasks without one; `playground`
+    for MuJoCo Playground tasks, which run MJX's JAX implementation)."""
     from strl_jax.configs.loader import available_presets, load_preset
+    from strl_jax.envs import task_family
 
+    if task_family(task) == "playground":
+        return "playground"
     if task in available_presets():
         return load_preset(task).get("env", {}).get("backend", "positional")
     return "positional"
@@ -49,8 +54,12 @@ def measure(
     import jax
 
     from strl_jax.envs import make_brax_env
+    from strl_jax.envs.playground_env import make_playground_env
 
-    env = make_brax_env(task, backend, num_envs, episode_length)
+    if backend == "playground":
+        env = make_playground_env(task, num_envs, episode_length)
+    else:
+        env = make_brax_env(task, backend, num_envs, episode_length)
     action_size = env.action_size
 
     def run(state, key):
@@ -106,7 +115,7 @@ def measure(
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--tasks", default=DEFAULT_TASKS, help="comma-separated Brax tasks")
+    p.add_argument("--tasks", default=DEFAULT_TASKS, help="comma-separated Brax or Playground tasks")
     p.add_argument(
         "--backends",
         default="preset",

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     import jax
 
     from strl_jax.configs.loader import resolve_config
-    from strl_jax.envs.brax_env import make_env_from_config
+    from strl_jax.envs.tasks import make_env_from_config
     from strl_jax.train_loops.learners import make_learner
 
     overrides = list(args.overrides)

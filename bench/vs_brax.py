@@ -26,9 +26,19 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from brax_mapping import (
+    BRAX_PPO_DEFAULTS,
+    dotted_overrides,
+    mapping_lines,
+    matched,
+    override,
+    protocol_overrides,
+    steps_per_training_step,
+)
 from common import (
     BENCH_DIR,
     StopRun,
@@ -138,17 +148,7 @@ BRAX_PUBLISHED["humanoid"] = dict(
     seed=1,
 )
 
-# brax ppo.train defaults that the published settings leave as they are (brax 0.14.2), plus the
-# network of brax.training.agents.ppo.networks.make_ppo_networks.
-BRAX_DEFAULTS: dict[str, Any] = dict(
-    clipping_epsilon=0.3,
-    gae_lambda=0.95,
-    vf_loss_coefficient=0.5,
-    max_grad_norm=None,
-    normalize_advantage=True,
-    policy_hidden_layer_sizes=[32, 32, 32, 32],
-    value_hidden_layer_sizes=[256, 256, 256, 256, 256],
-)
+BRAX_DEFAULTS = BRAX_PPO_DEFAULTS  # brax ppo.train defaults the published settings leave as they are
 
 # Budget, evaluation cadence and target per task for a 2-core CPU. The inverted_pendulum budget and
 # cadence are brax's published ones (2M steps, an evaluation after every training step); hopper and
@@ -186,8 +186,7 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def brax_steps_per_training_step(kw: dict) -> int:
-    return kw["batch_size"] * kw["num_minibatches"] * kw["unroll_length"] * kw["action_repeat"]
+brax_steps_per_training_step = steps_per_training_step
 
 
 def brax_settings(
@@ -213,92 +212,23 @@ def brax_settings(
     return kw
 
 
-def override(key: str, value: Any) -> str:
-    """A dotted strl_jax override; the value in JSON (which the config loader reads as YAML)."""
-    if isinstance(value, str) and value.replace("_", "").isalnum():
-        return f"{key}={value}"
-    return f"{key}={json.dumps(value)}"
-
-
 def common_strl_overrides(
     task: str, backend: str, kw: dict, eval_steps: int, steps_per_iteration: int
 ) -> list[str]:
     """Budget, evaluation protocol and logging shared by both strl_jax modes."""
     iterations = max(1, math.ceil(kw["num_timesteps"] / steps_per_iteration))
+    eval_interval = max(1, round(eval_steps / steps_per_iteration))
     return [
         override("env.task", task),
         override("env.backend", backend),
-        override("seed", kw["seed"]),
-        override("runner.max_iterations", iterations),
-        override("runner.eval_interval", max(1, round(eval_steps / steps_per_iteration))),
-        override("runner.num_eval_envs", kw["num_eval_envs"]),
-        override("runner.log_interval", 1),
-        override("runner.compile_cache", False),
-        override("runner.save_interval", 0),  # no periodic checkpoints (brax writes none either)
+        *protocol_overrides(kw["seed"], iterations, eval_interval, kw["num_eval_envs"]),
     ]
 
 
 def strl_matched(task: str, backend: str, kw: dict, eval_every: int) -> tuple[list[str], list[str]]:
-    """strl_jax overrides equivalent to brax kwargs `kw`, and a description of the mapping."""
-    unrolls = kw["batch_size"] * kw["num_minibatches"] // kw["num_envs"]
-    steps_per_env = unrolls * kw["unroll_length"]
-    ar = kw["action_repeat"]
-    steps = kw["num_envs"] * steps_per_env * ar
-    assert steps == brax_steps_per_training_step(kw)
-    # brax's initial std: softplus(0) + 0.001 of the tanh-normal scale output (pre-tanh).
-    init_std = round(math.log(2.0) + 0.001, 3)
-    overrides = [
-        override("env.num_envs", kw["num_envs"]),
-        override("env.episode_length", math.ceil(kw["episode_length"] / ar)),
-        override("env.action_repeat", ar),
-        override("runner.num_steps_per_env", steps_per_env),
-        override("runner.empirical_normalization", bool(kw["normalize_observations"])),
-        override("algorithm.num_mini_batches", kw["num_minibatches"]),
-        override("algorithm.num_learning_epochs", kw["num_updates_per_batch"]),
-        override("algorithm.learning_rate", kw["learning_rate"]),
-        override("algorithm.schedule", "fixed"),
-        override("algorithm.optimizer", "adam"),
-        override("algorithm.entropy_coef", kw["entropy_cost"]),
-        override("algorithm.gamma", kw["discounting"]),
-        override("algorithm.lam", kw["gae_lambda"]),
-        override("algorithm.clip_param", kw["clipping_epsilon"]),
-        override("algorithm.use_clipped_value_loss", False),
-        # brax: 0.5 * vf_loss_coefficient * mean((V - target)^2); strl_jax: coef * mean(...)
-        override("algorithm.value_loss_coef", 0.5 * kw["vf_loss_coefficient"]),
-        override("algorithm.surrogate_loss_coef", 1.0),
-        override("algorithm.reward_scale", kw["reward_scaling"]),
-        override("algorithm.normalize_advantage_per_mini_batch", bool(kw["normalize_advantage"])),
-        # brax's None (no clipping); strl_jax's schema takes a number, so a bound never reached
-        override("algorithm.max_grad_norm", 1e9 if kw["max_grad_norm"] is None else kw["max_grad_norm"]),
-        override("algorithm.clip_min_std", None),
-        override("policy.actor_hidden_dims", list(kw["policy_hidden_layer_sizes"])),
-        override("policy.critic_hidden_dims", list(kw["value_hidden_layer_sizes"])),
-        override("policy.activation", "swish"),
-        override("policy.init_noise_std", init_std),
-        override("policy.noise_std_type", "scalar"),
-    ]
-    mb = kw["batch_size"] * kw["unroll_length"]
-    grads = kw["num_minibatches"] * kw["num_updates_per_batch"]
-    mapping = [
-        f"brax: num_envs={kw['num_envs']}, batch_size={kw['batch_size']}, num_minibatches="
-        f"{kw['num_minibatches']}, unroll_length={kw['unroll_length']}, num_updates_per_batch="
-        f"{kw['num_updates_per_batch']}, action_repeat={ar}",
-        f"  -> one training step = {unrolls} sequential unrolls of {kw['unroll_length']} steps by "
-        f"{kw['num_envs']} envs = {steps:,} env steps; minibatch = {kw['batch_size']} trajectories x "
-        f"{kw['unroll_length']} = {mb:,} transitions; {grads} gradient steps",
-        f"strl_jax: env.num_envs={kw['num_envs']}, runner.num_steps_per_env={steps_per_env} "
-        f"(= {unrolls} x {kw['unroll_length']}), algorithm.num_mini_batches={kw['num_minibatches']}, "
-        f"algorithm.num_learning_epochs={kw['num_updates_per_batch']}",
-        f"  -> one iteration = {steps:,} env steps; minibatch = {mb:,} transitions; {grads} gradient "
-        f"steps; evaluation every {eval_every} iteration(s)",
-        "  differences: GAE horizon (brax bootstraps every unroll_length steps, strl_jax after "
-        f"{steps_per_env}); brax minibatches are whole {kw['unroll_length']}-step trajectories, strl_jax's "
-        "shuffled transitions; brax masks time-out transitions, strl_jax bootstraps them from V(final obs); "
-        "brax's policy is a tanh-squashed Gaussian with state-dependent std, strl_jax's a Gaussian with "
-        "one learned std per action whose samples are clipped to [-1, 1]; brax updates the observation "
-        "normaliser before the update, strl_jax after it",
-    ]
-    return overrides, mapping
+    """strl_jax overrides equivalent to brax kwargs `kw` (bench/brax_mapping.py), and a
+    description of the mapping."""
+    return dotted_overrides(matched(kw)), mapping_lines(kw, eval_every)
 
 
 # ---- the brax venv -------------------------------------------------------------------------
@@ -385,8 +315,14 @@ def install_jax_compat() -> list[str]:
     return ["jax.device_put_replicated"]
 
 
-def brax_worker(spec: dict) -> dict:
-    """Runs inside the brax venv: brax PPO with `spec['kwargs']`, timed through progress_fn."""
+# make_ppo_networks arguments among the settings (the rest go to ppo.train)
+NETWORK_KEYS = ("policy_hidden_layer_sizes", "value_hidden_layer_sizes", "policy_obs_key", "value_obs_key")
+
+
+def run_brax_ppo(spec: dict, make_env: Callable[[], tuple[Any, dict]]) -> dict:
+    """brax PPO with `spec['kwargs']`, timed through progress_fn; stops early at the target or
+    the time limit. `make_env()` returns the environment and extra ppo.train kwargs; it runs on
+    the clock, like strl_jax's env construction."""
     kw = dict(spec["kwargs"])
     compat = install_jax_compat()
     target = spec.get("target")
@@ -395,17 +331,14 @@ def brax_worker(spec: dict) -> dict:
     events: list[dict] = []
     stop_reason = "budget"
 
-    from brax import envs
     from brax.training.agents.ppo import networks as ppo_networks
     from brax.training.agents.ppo import train as ppo
 
     call = time.time()  # like strl_jax's: after the imports, before the env is built
-    env = envs.get_environment(spec["task"], backend=spec["backend"])
-    network_factory = functools.partial(
-        ppo_networks.make_ppo_networks,
-        policy_hidden_layer_sizes=tuple(kw.pop("policy_hidden_layer_sizes")),
-        value_hidden_layer_sizes=tuple(kw.pop("value_hidden_layer_sizes")),
-    )
+    env, env_kwargs = make_env()
+    network = {k: kw.pop(k) for k in NETWORK_KEYS if k in kw}
+    network = {k: tuple(v) if isinstance(v, list) else v for k, v in network.items()}
+    network_factory = functools.partial(ppo_networks.make_ppo_networks, **network)
 
     def progress(step, metrics):
         nonlocal stop_reason
@@ -427,7 +360,7 @@ def brax_worker(spec: dict) -> dict:
             raise StopRun
 
     try:
-        ppo.train(environment=env, progress_fn=progress, network_factory=network_factory, **kw)
+        ppo.train(environment=env, progress_fn=progress, network_factory=network_factory, **env_kwargs, **kw)
     except StopRun:
         pass
     total = time.time() - call
@@ -442,6 +375,17 @@ def brax_worker(spec: dict) -> dict:
         device=device_info(),
     )
     return summary
+
+
+def brax_worker(spec: dict) -> dict:
+    """Runs inside the brax venv: brax PPO on a brax env with `spec['kwargs']`."""
+
+    def make_env() -> tuple[Any, dict]:
+        from brax import envs
+
+        return envs.get_environment(spec["task"], backend=spec["backend"]), {}
+
+    return run_brax_ppo(spec, make_env)
 
 
 # ---- the comparison ------------------------------------------------------------------------

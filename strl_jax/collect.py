@@ -210,7 +210,7 @@ def collect(
     env = loaded.env.replace(
         num_envs=num_envs, observe=WithAmpObservation(loaded.env.observe, task, tuple(components))
     )
-    frame_duration = float(env.env.dt) * env.action_repeat
+    frame_duration = env.dt
     identity = {
         "format": DATASET_FORMAT,
         "task": task,

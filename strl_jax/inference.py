@@ -20,7 +20,8 @@ from flax import struct
 from strl_jax.agents.motion_prior import AMP_GROUP
 from strl_jax.configs.loader import config_from_dict
 from strl_jax.configs.schema import TrainConfig
-from strl_jax.envs.brax_env import BraxVecEnv, make_env_from_config
+from strl_jax.envs.tasks import make_env_from_config
+from strl_jax.envs.vec_env import VecEnv
 from strl_jax.networks.acting import Actor, make_actor
 from strl_jax.networks.normalizer import NormalizerState, init_normalizer
 from strl_jax.networks.policy import make_policy_model
@@ -90,7 +91,7 @@ class LoadedPolicy:
     params: Any
     normalizers: dict[str, NormalizerState]
     step: int
-    env: BraxVecEnv  # one env of the task; `env.replace(num_envs=n)` for more
+    env: VecEnv  # one env of the task; `env.replace(num_envs=n)` for more
 
     @property
     def action_size(self) -> int:

@@ -1,8 +1,10 @@
 """`python -m strl_jax.play <log_dir>`: watch a trained policy.
 
 Runs deterministic (mean-action) episodes of a checkpoint's policy on fresh environments,
-prints the mean/std of return and length, and writes one episode as a brax HTML viewer page
-(and as an animated GIF where MuJoCo can render offscreen, e.g. with MUJOCO_GL=egl).
+prints the mean/std of return and length, and writes one episode: for Brax tasks a brax HTML
+viewer page, for MuJoCo Playground tasks a trajectory file (`episode.npz`: qpos, qvel, time per
+step, replayable in MuJoCo's viewer), and for both an animated GIF where MuJoCo can render
+offscreen (e.g. with MUJOCO_GL=egl).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import jax
 import numpy as np
 
 from strl_jax.configs.schema import TrainConfig
-from strl_jax.envs.brax_env import BraxVecEnv
+from strl_jax.envs.tasks import task_family
+from strl_jax.envs.vec_env import VecEnv
 from strl_jax.errors import CheckpointError, ConfigError
 from strl_jax.inference import load_policy
 from strl_jax.networks.acting import Actor, make_actor
@@ -26,25 +29,34 @@ from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.evaluation import episode_rollout
 
 
+def physics_frame(env: VecEnv, state: Any) -> Any:
+    """What a viewer needs of one env's state: brax's pipeline state, or Playground's `qpos`,
+    `qvel` and time (the rest follows from the model)."""
+    if task_family(env.task) == "brax":
+        return state.pipeline_state
+    return {"qpos": state.data.qpos, "qvel": state.data.qvel, "time": state.data.time}
+
+
 def run_episodes(
-    env: BraxVecEnv, actor: Actor, params: Any, normalizers: Any, key: jax.Array
+    env: VecEnv, actor: Actor, params: Any, normalizers: Any, key: jax.Array
 ) -> tuple[jax.Array, jax.Array, Any]:
     """One deterministic episode per env: `(returns [N], lengths [N], frames of env 0 [T, ...])`.
 
     Frame t is the physics state env 0 acted on at step t (entries past its episode's length
     belong to later episodes and are to be cut off).
     """
-    return episode_rollout(
+    returns, lengths, frames, _ = episode_rollout(
         env,
         lambda obs, hidden: actor.act(params, normalizers, obs, hidden),
         actor.initial_hidden(env.num_envs),
         key,
         reset_hidden=actor.reset_hidden,
-        record=lambda env_state: jax.tree.map(lambda x: x[0], env_state.brax_state.pipeline_state),
+        record=lambda env_state: physics_frame(env, jax.tree.map(lambda x: x[0], env_state.brax_state)),
     )
+    return returns, lengths, frames
 
 
-def make_rollout(env: BraxVecEnv, cfg: TrainConfig) -> Callable:
+def make_rollout(env: VecEnv, cfg: TrainConfig) -> Callable:
     """Jitted `(params, normalizers, key) -> run_episodes(...)`: the parameters are arguments,
     not constants, so one compiled program serves every checkpoint of a config."""
     actor = make_actor(make_policy_model(env.action_size, cfg.policy), cfg)
@@ -57,29 +69,60 @@ def episode_states(frames: Any, length: int) -> list[Any]:
     return [jax.tree.map(lambda x, t=t: x[t], frames) for t in range(length)]
 
 
-def write_html(env: BraxVecEnv, states: list[Any], path: Path) -> Path:
+def write_html(env: VecEnv, states: list[Any], path: Path) -> Path:
     from brax.io import html
 
     path.write_text(html.render(env.env.sys, states, colab=False))
     return path
 
 
-def write_gif(
-    env: BraxVecEnv, states: list[Any], path: Path, size: tuple[int, int] = (240, 320)
-) -> str | None:
+def write_trajectory(env: VecEnv, states: list[Any], path: Path) -> Path:
+    """A Playground episode as arrays: `qpos`, `qvel`, `time` [T, ...], the step `dt` and the
+    task, enough to replay it on the task's MuJoCo model (`env.mj_model`)."""
+    np.savez(
+        path,
+        qpos=np.stack([s["qpos"] for s in states]),
+        qvel=np.stack([s["qvel"] for s in states]),
+        time=np.stack([s["time"] for s in states]),
+        dt=env.dt,
+        task=env.task,
+    )
+    return path
+
+
+def render_mujoco(env: VecEnv, states: list[Any], size: tuple[int, int]) -> list[np.ndarray]:
+    """Frames of a Playground episode rendered with MuJoCo's own renderer."""
+    import mujoco
+
+    model = env.env.mj_model
+    data = mujoco.MjData(model)
+    with mujoco.Renderer(model, height=size[0], width=size[1]) as renderer:
+        frames = []
+        for s in states:
+            data.qpos[:], data.qvel[:] = s["qpos"], s["qvel"]
+            mujoco.mj_forward(model, data)
+            renderer.update_scene(data)
+            frames.append(renderer.render().copy())
+    return frames
+
+
+def write_gif(env: VecEnv, states: list[Any], path: Path, size: tuple[int, int] = (240, 320)) -> str | None:
     """Render the episode offscreen; returns why not when MuJoCo has no OpenGL context here."""
     try:
         from brax.io import image
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # GLFW's complaints about a missing display
-            frames = image.render_array(env.env.sys, states, height=size[0], width=size[1])
+            if task_family(env.task) == "brax":
+                frames = image.render_array(env.env.sys, states, height=size[0], width=size[1])
+            else:
+                frames = render_mujoco(env, states, size)
     except Exception as err:  # noqa: BLE001 - mujoco raises several kinds when no GL backend exists
         return f"{type(err).__name__}: {str(err).split(',')[0][:100]}"
     from PIL import Image
 
     images = [Image.fromarray(np.asarray(f)) for f in frames]
-    duration_ms = float(env.env.dt) * env.action_repeat * 1000.0
+    duration_ms = env.dt * 1000.0
     images[0].save(path, save_all=True, append_images=images[1:], duration=duration_ms, loop=0)
     return None
 
@@ -117,7 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else Path(args.log_dir) / "play"
     out.mkdir(parents=True, exist_ok=True)
     states = episode_states(frames, int(lengths[0]))
-    page = write_html(env, states, out / "episode.html")
+    if task_family(env.task) == "brax":
+        page = write_html(env, states, out / "episode.html")
+    else:
+        page = write_trajectory(env, states, out / "episode.npz")
     print(f"episode 0 (return {returns[0]:.3f}, {len(states)} steps): {page}")
     if args.no_video:
         return 0

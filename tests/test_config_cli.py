@@ -137,7 +137,7 @@ def test_bad_config_names_the_problem(overrides, needle):
 
 
 def test_unknown_task_lists_valid_tasks():
-    with pytest.raises(ConfigError, match="valid tasks: .*'ant'.*'inverted_pendulum'"):
+    with pytest.raises(ConfigError, match="Brax tasks: .*'ant'.*'inverted_pendulum'.*Playground tasks"):
         resolve_config("antt")
 
 

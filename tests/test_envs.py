@@ -96,7 +96,7 @@ def test_wrong_action_shape_is_rejected(env, compiled):
 
 
 def test_unknown_task_and_kwargs_are_clear():
-    with pytest.raises(ConfigError, match="valid tasks"):
+    with pytest.raises(ConfigError, match="valid Brax tasks"):
         make_brax_env("cartpole", "positional", 2, 10)
     with pytest.raises(ConfigError, match="valid backends"):
         make_brax_env("ant", "bullet", 2, 10)

@@ -17,7 +17,8 @@ import yaml
 
 from strl_jax.agents.algorithms import ALGORITHMS, algorithm_spec, check_algorithm_config
 from strl_jax.configs.schema import TrainConfig
-from strl_jax.envs.brax_env import available_backends, available_tasks
+from strl_jax.envs.brax_env import available_backends
+from strl_jax.envs.tasks import task_family
 from strl_jax.errors import ConfigError
 from strl_jax.networks.mlp import ACTIVATIONS
 
@@ -208,8 +209,7 @@ def resolve_config(
 
 def validate_config(cfg: TrainConfig) -> None:
     """Checks that need more than types: choices and divisibility."""
-    if cfg.env.task not in available_tasks():
-        raise ConfigError(f"unknown task {cfg.env.task!r}; valid tasks: {available_tasks()}")
+    task_family(cfg.env.task)  # a ConfigError listing the Brax and Playground tasks
     if cfg.env.backend not in available_backends():
         raise ConfigError(f"unknown backend {cfg.env.backend!r}; valid backends: {available_backends()}")
     choices = {

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class EnvConfig:
-    """Which Brax environment to run and how to wrap it."""
+    """Which environment (Brax or MuJoCo Playground) to run and how to wrap it."""
 
     task: str = "inverted_pendulum"
     backend: str = "positional"
@@ -24,6 +24,12 @@ class EnvConfig:
     obs_groups: dict = field(default_factory=dict)
     # AMP: components of the AMP observation frame (strl_jax.envs.amp_obs); None: the task's default
     amp_obs_components: tuple[str, ...] | None = None
+    # MuJoCo Playground tasks only: overrides of the task's own config (its `default_config()` keys,
+    # nested with dots or dicts, e.g. {impl: warp, reward_config.scales.pose: 0.2}).
+    playground: dict = field(default_factory=dict)
+    # MuJoCo Playground tasks only: each env gets its own physics drawn by the task's randomiser
+    # (friction, masses, ...) once at the start of the run, as Playground's training does.
+    domain_randomization: bool = True
 
 
 @dataclass(frozen=True)

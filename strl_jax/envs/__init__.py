@@ -1,21 +1,16 @@
-"""Environment adapters: batched Brax/MJX envs with observation groups and auto-reset."""
+"""Environment adapters: batched Brax and MuJoCo Playground envs with observation groups and
+fresh-random auto-reset."""
 
-from strl_jax.envs.brax_env import (
-    BraxVecEnv,
-    EnvState,
-    StepResult,
-    available_backends,
-    available_tasks,
-    make_brax_env,
-    make_env_from_config,
-)
+from strl_jax.envs.brax_env import available_backends, make_brax_env
+from strl_jax.envs.tasks import make_env_from_config, task_family
+from strl_jax.envs.vec_env import EnvState, StepResult, VecEnv
 
 __all__ = [
-    "BraxVecEnv",
     "EnvState",
     "StepResult",
+    "VecEnv",
     "available_backends",
-    "available_tasks",
     "make_brax_env",
     "make_env_from_config",
+    "task_family",
 ]

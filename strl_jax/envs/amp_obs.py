@@ -194,7 +194,7 @@ def _tangent_normal(rot: jax.Array) -> jax.Array:
 class WithAmpObservation:
     """An env observation function (`brax_state -> {group: array}`) extended by an `amp` group.
 
-    Fits `BraxVecEnv.observe`: on a step that ends an episode the env keeps the observation of
+    Fits `VecEnv.observe`: on a step that ends an episode the env keeps the observation of
     the state reached before the reset (`final_obs`), so the pre-reset AMP frame comes with it.
     Works on one state or a batch of states (leading env axis).
     """

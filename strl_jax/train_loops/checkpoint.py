@@ -1,17 +1,31 @@
 """Orbax checkpoints of the complete run state, with shape checks and corruption fallback.
 
 A checkpoint step holds two items: `state` (the TrainState and RolloutState pytrees) and
-`meta` (JSON: iteration, the host-side logging window, elapsed wall time and the resolved
-config). Orbax writes each step into a temporary folder and renames it when complete, so a
-process killed while saving leaves the previous steps intact; a step that is nevertheless
-unreadable is skipped with a `CheckpointWarning` in favour of the one before it.
+`meta` (JSON: iteration, the host-side logging window, elapsed wall time, the resolved config
+and the `layout` of leaves orbax cannot store as they are). Orbax writes each step into a
+temporary folder and renames it when complete, so a process killed while saving leaves the
+previous steps intact; a step that is nevertheless unreadable is skipped with a
+`CheckpointWarning` in favour of the one before it.
+
+Orbax refuses zero-size arrays (MJX physics states hold several, e.g. `act` of a model without
+actuator activations) and typed PRNG keys. Those leaves are stored as nothing (zero-size) or as
+their key data, with their shape and dtype in `layout`, and are rebuilt on restore.
+
+A save that fails (disk full, permission denied, ...) is reported as one `CheckpointError`
+naming the folder, the cause and the newest checkpoint still intact; orbax's helper threads of
+that save are released instead of waiting out their timeouts.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import json
+import logging
 import shutil
+import threading
 import warnings
+import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -24,9 +38,10 @@ from strl_jax.errors import CheckpointError, CheckpointMismatchError, Checkpoint
 
 CHECKPOINT_DIR = "checkpoints"
 SUPERSEDED_DIR = "superseded_checkpoints"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: meta["layout"] lists the leaves stored as nothing or as key data
 
 Signature = dict[str, tuple[tuple[int, ...], str]]
+Layout = dict[str, dict[str, Any]]  # path -> {"shape", "dtype", "stored": "nothing" | "key_data", "impl"}
 
 
 # ---------------------------------------------------------------------------- tree signatures
@@ -43,10 +58,17 @@ def path_name(path: tuple) -> str:
     return ".".join(_key_name(k) for k in path)
 
 
+def dtype_name(dtype: Any) -> str:
+    """`float32`, `bool`, ... or `key<fry>` for typed PRNG keys (which numpy cannot name)."""
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return str(dtype)
+    return str(np.dtype(dtype))
+
+
 def tree_signature(tree: Any) -> Signature:
     """`{path: (shape, dtype)}` of every array leaf (arrays, ShapeDtypeStructs or orbax metadata)."""
     return {
-        path_name(path): (tuple(leaf.shape), str(np.dtype(leaf.dtype)))
+        path_name(path): (tuple(leaf.shape), dtype_name(leaf.dtype))
         for path, leaf in jax.tree_util.tree_leaves_with_path(tree)
     }
 
@@ -84,6 +106,59 @@ def _fmt(sig: tuple[tuple[int, ...], str]) -> str:
     return f"shape {sig[0]} {sig[1]}"
 
 
+# ---------------------------------------------------------------------------- stored form
+def encode_state(tree: Any) -> tuple[Any, Layout]:
+    """`(storable tree, layout)`: orbax refuses zero-size arrays and typed PRNG keys, so the
+    former become empty nodes (no data) and the latter their key data; `layout` records what
+    each was, for `stored_signature` and `fill_from`. Leaves orbax cannot store at all (object
+    or string arrays) raise a `CheckpointError` naming them before anything is written."""
+    layout: Layout = {}
+
+    def encode(path, leaf):
+        name = path_name(path)
+        dtype = getattr(leaf, "dtype", None)
+        if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+            impl = str(jax.random.key_impl(leaf))
+            layout[name] = {"shape": list(leaf.shape), "dtype": str(dtype), "impl": impl}
+            leaf = jax.random.key_data(leaf)
+            layout[name]["stored"] = "nothing" if leaf.size == 0 else "key_data"
+            return None if leaf.size == 0 else leaf
+        if dtype is None or not hasattr(leaf, "shape"):
+            leaf = np.asarray(leaf)
+            dtype = leaf.dtype
+        if np.dtype(dtype).kind in "OSUV" and not jax.numpy.issubdtype(dtype, jax.numpy.number):
+            raise CheckpointError(
+                f"state entry {name} cannot be checkpointed: dtype {np.dtype(dtype)} is not a "
+                "numeric or bool array"
+            )
+        if int(np.prod(leaf.shape)) == 0:
+            layout[name] = {"shape": list(leaf.shape), "dtype": dtype_name(dtype), "stored": "nothing"}
+            return None
+        return leaf
+
+    return jax.tree_util.tree_map_with_path(encode, tree), layout
+
+
+def _layout_of(meta: Mapping[str, Any]) -> Layout:
+    """The layout of a step's meta (format 1 checkpoints store every leaf as it is)."""
+    return dict(meta.get("layout") or {})
+
+
+def decode_leaf(template: Any, value: Any, entry: Mapping[str, Any], sharding: Any = None) -> Any:
+    """One leaf of `layout` back in the form of `template` (shape and dtype of the configured state)."""
+    is_key = "impl" in entry
+    data_template = jax.eval_shape(jax.random.key_data, template) if is_key else template
+    if entry["stored"] == "nothing":
+        zeros = np.zeros(data_template.shape, data_template.dtype)
+        value = zeros if sharding is None else _place(zeros, sharding)
+    return jax.random.wrap_key_data(value, impl=entry["impl"]) if is_key else value
+
+
+def _place(host: np.ndarray, sharding: Any) -> jax.Array:
+    """`host` (the same on every process) as a global array laid out by `sharding`."""
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
 # ---------------------------------------------------------------------------- the manager
 def open_manager(directory: str | Path, max_to_keep: int | None = None, read_only: bool = False):
     """A CheckpointManager for `directory` with the `state` + `meta` items registered.
@@ -100,6 +175,7 @@ def open_manager(directory: str | Path, max_to_keep: int | None = None, read_onl
         enable_async_checkpointing=True,
     )
     handlers = {"state": ocp.StandardCheckpointHandler(), "meta": ocp.JsonCheckpointHandler()}
+    _quiet_orbax_errors()
     return ocp.CheckpointManager(Path(directory).absolute(), item_handlers=handlers, options=options)
 
 
@@ -117,14 +193,173 @@ def host_copy(tree: Any) -> Any:
 
 
 def save_checkpoint(manager, iteration: int, state: Mapping[str, Any], meta: Mapping[str, Any]) -> None:
-    """Start writing step `iteration` in the background (call `manager.wait_until_finished`).
+    """Start writing step `iteration` in the background (`finish_saves` or `close_manager` wait).
 
-    Both items are copied first: the writer runs while the loop goes on changing its values.
+    The previous save is checked first: one that failed in the background raises its
+    `CheckpointError` here. Both items are copied: the writer runs while the loop goes on
+    changing their values.
     """
-    meta = json.loads(json.dumps({"format": FORMAT_VERSION, "iteration": int(iteration), **meta}))
-    state = host_copy(dict(state))
-    args = ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
-    manager.save(int(iteration), args=args, force=True)
+    finish_saves(manager)
+    stored, layout = encode_state(dict(state))
+    meta = json.loads(
+        json.dumps({"format": FORMAT_VERSION, "iteration": int(iteration), **meta, "layout": layout})
+    )
+    stored = host_copy(stored)
+    args = ocp.args.Composite(state=ocp.args.StandardSave(stored), meta=ocp.args.JsonSave(meta))
+    try:
+        manager.save(int(iteration), args=args, force=True)
+    except Exception as err:  # noqa: BLE001 - every write failure ends the run the same way
+        raise _write_failure(manager, int(iteration), _current_operation(), err) from None
+    _PENDING[manager] = (int(iteration), _current_operation())
+
+
+def finish_saves(manager) -> None:
+    """Wait for the save in flight; raise a `CheckpointError` if it failed or left no step folder."""
+    step, operation = _PENDING.pop(manager, (None, None))
+    try:
+        manager.wait_until_finished()
+    except Exception as err:  # noqa: BLE001 - every write failure ends the run the same way
+        raise _write_failure(manager, step, operation, err) from None
+    if step is not None and not (Path(manager.directory) / str(step)).is_dir():
+        failure = OSError("the step folder is missing after the save ended")
+        raise _write_failure(manager, step, operation, failure)
+
+
+def close_manager(manager) -> None:
+    """`finish_saves`, then close the manager (also when the last save failed)."""
+    try:
+        finish_saves(manager)
+    except CheckpointError:
+        with contextlib.suppress(Exception):  # the failure is reported; orbax may raise it again
+            manager.close()
+        raise
+    try:
+        manager.close()
+    except Exception as err:  # noqa: BLE001 - every write failure ends the run the same way
+        raise _write_failure(manager, None, None, err) from None
+
+
+# A manager's save in flight: (step, orbax operation id), to name it when it fails.
+_PENDING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _write_failure(manager, step: int | None, operation: str | None, err: BaseException) -> CheckpointError:
+    """The one error a failed save ends the run with, after checking what is left on disk."""
+    _release_stranded_writers(operation)
+    _drain_errors(manager)
+    directory = Path(manager.directory)
+    cause = f"{type(err).__name__}: {_first_line(err)}"
+    what = f"checkpoint {step}" if step is not None else "a checkpoint"
+    intact = _newest_intact(directory)
+    if intact is None:
+        kept = "no earlier checkpoint of this run is readable"
+    else:
+        run = directory.parent if directory.name == CHECKPOINT_DIR else directory
+        kept = f"checkpoint {intact} is intact: continue from it with --resume {run}"
+    return CheckpointError(f"{what} could not be written to {str(directory)!r} ({cause}); {kept}")
+
+
+def _drain_errors(manager, tries: int = 3) -> None:
+    """Consume the failure that orbax would raise again at the manager's next wait or close."""
+    for _ in range(tries):
+        try:
+            manager.wait_until_finished()
+            manager.check_for_errors()
+            return
+        except Exception:  # noqa: BLE001 - the failure being reported, or one more of its parts
+            continue
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0][:300] if text else "no message"
+
+
+def _newest_intact(directory: Path) -> int | None:
+    """The newest step on disk whose metadata and meta still read (what a resume would take).
+
+    Read by a fresh manager: the one whose save failed raises that failure again on every use.
+    """
+    try:
+        reader = open_manager(directory, read_only=True)
+    except Exception:  # noqa: BLE001 - a folder that cannot even be opened holds no usable step
+        return None
+    try:
+        for step in sorted(reader.all_steps(), reverse=True):
+            try:
+                stored_signature(reader, step)
+                return step
+            except Exception:  # noqa: BLE001 - an unreadable step is skipped as on resume
+                continue
+        return None
+    finally:
+        reader.close()
+
+
+def _current_operation() -> str | None:
+    """Orbax's id of the save just started (its helper threads carry it)."""
+    try:
+        from orbax.checkpoint._src.futures import synchronization
+
+        return synchronization.OperationIdGenerator.get_current_operation_id()
+    except (ImportError, AttributeError):
+        return None
+
+
+def _release_stranded_writers(operation: str | None) -> None:
+    """End the helper threads of a failed orbax save.
+
+    They wait for signals from the part that failed, which never come: without this they hold
+    the process for orbax's coordination timeout (minutes), also at exit, then log timeouts.
+    Each is cancelled and sent the signals it waits for, so it returns without doing anything;
+    the coroutine it would have run is closed (else Python reports it as never awaited at exit).
+    """
+    if operation is None:
+        return
+    try:
+        from orbax.checkpoint._src.futures import future as ocp_future
+
+        thread_type = ocp_future._SignalingThread
+    except (ImportError, AttributeError):
+        return
+    for thread in threading.enumerate():
+        if not isinstance(thread, thread_type) or not thread.is_alive():
+            continue
+        if getattr(thread, "_operation_id", None) != operation:
+            continue
+        thread.cancel()
+        _close_unstarted_coroutines(getattr(thread, "_target", None))
+        signals = getattr(thread, "_receive_signals", None)
+        if signals:
+            ocp_future.set_signals(signals, operation_id=operation)
+
+
+def _close_unstarted_coroutines(function: Any, depth: int = 0) -> None:
+    """Close the not yet started coroutines that `function` (a thread's target) would await."""
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if inspect.iscoroutine(value):
+            if inspect.getcoroutinestate(value) == inspect.CORO_CREATED:
+                value.close()
+        elif callable(value) and depth < 3:
+            _close_unstarted_coroutines(value, depth + 1)
+
+
+class _OrbaxErrorFilter(logging.Filter):
+    """Drops orbax's own error logs (tracebacks from its writer threads): every failure they
+    describe reaches the user once, as a `CheckpointError` or `CheckpointWarning` with its cause."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno >= logging.ERROR and "orbax" in record.pathname)
+
+
+def _quiet_orbax_errors() -> None:
+    absl_logger = logging.getLogger("absl")
+    if not any(isinstance(f, _OrbaxErrorFilter) for f in absl_logger.filters):
+        absl_logger.addFilter(_OrbaxErrorFilter())
 
 
 def read_meta(manager, step: int) -> dict:
@@ -164,12 +399,18 @@ def first_readable(manager, step: int | None, read: Callable[[int], Any]) -> tup
     raise CheckpointError(f"no readable checkpoint in {where!r}")
 
 
-def stored_signature(manager, step: int) -> Signature:
-    """Shapes and dtypes of the stored state, from orbax's metadata (no array is read)."""
+def stored_signature(manager, step: int, layout: Layout | None = None) -> Signature:
+    """Shapes and dtypes of the state as it was saved, from orbax's metadata and the step's
+    `layout` (read from its meta unless given; no array is read)."""
     metadata = manager.item_metadata(step)["state"]
     if metadata is None:
         raise ValueError("the checkpoint has no state metadata")
-    return tree_signature(metadata)
+    if layout is None:
+        layout = _layout_of(read_meta(manager, step))
+    signature = tree_signature(metadata)
+    for name, entry in layout.items():
+        signature[name] = (tuple(entry["shape"]), entry["dtype"])
+    return signature
 
 
 def restore_checkpoint(
@@ -192,9 +433,11 @@ def restore_checkpoint(
         }
 
     def read(candidate: int):
-        check_signatures(expected, stored_signature(manager, candidate), f"{manager.directory}/{candidate}")
+        layout = _layout_of(read_meta(manager, candidate))
+        found = stored_signature(manager, candidate, layout)
+        check_signatures(expected, found, f"{manager.directory}/{candidate}")
         raw, meta = restore_raw(manager, candidate, by_path)
-        return fill_from(abstract_state, raw), meta
+        return fill_from(abstract_state, raw, layout=layout, shardings=by_path), meta
 
     (state, meta), found = first_readable(manager, step, read)
     return dict(state), meta, found
@@ -223,12 +466,24 @@ def restore_raw(
     return dict(restored["state"]), dict(restored["meta"])
 
 
-def fill_from(abstract: Any, raw: Any, prefix: str = "") -> Any:
-    """`abstract`'s structure with the arrays of `raw` (same paths, as `tree_signature` names them)."""
+def fill_from(
+    abstract: Any,
+    raw: Any,
+    prefix: str = "",
+    layout: Layout | None = None,
+    shardings: Mapping[str, Any] | None = None,
+) -> Any:
+    """`abstract`'s structure with the arrays of `raw` (same paths, as `tree_signature` names
+    them); the leaves in `layout` are rebuilt from `abstract` (zero-size) or their key data,
+    placed by `shardings[path]` where given."""
     flat = {path_name(p): leaf for p, leaf in jax.tree_util.tree_leaves_with_path(raw)}
+    layout, shardings = layout or {}, shardings or {}
 
     def pick(p, leaf):
-        value = flat[prefix + path_name(p)]
+        name = prefix + path_name(p)
+        if name in layout:
+            return decode_leaf(leaf, flat.get(name), layout[name], shardings.get(name))
+        value = flat[name]
         if isinstance(value, jax.Array) and value.dtype == leaf.dtype:
             return value  # already placed where it belongs (possibly one shard of a global array)
         return np.asarray(value, leaf.dtype)
@@ -288,11 +543,12 @@ def load_params_and_normalizers(
     prefixes = tuple(f"train_state.{k}." for k in wanted)
 
     def read(candidate: int):
-        stored = stored_signature(manager, candidate)
+        layout = _layout_of(read_meta(manager, candidate))
+        stored = stored_signature(manager, candidate, layout)
         found = {k: v for k, v in stored.items() if k.startswith(prefixes)}
         check_signatures(expected, found, f"{directory}/{candidate}")
         raw, _ = restore_raw(manager, candidate)
-        return fill_from(wanted, raw, prefix="train_state.")
+        return fill_from(wanted, raw, prefix="train_state.", layout=layout)
 
     manager = open_manager(directory, read_only=True)
     try:

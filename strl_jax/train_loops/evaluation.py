@@ -10,7 +10,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from strl_jax.envs.brax_env import BraxVecEnv, StepResult
+from strl_jax.envs.vec_env import StepResult, VecEnv
 from strl_jax.networks.policy import reset_hidden_groups
 
 # (observation groups, hidden, key or None) -> (action, hidden')
@@ -20,7 +20,7 @@ Record = Callable[[Any, dict, jax.Array, StepResult], Any]
 
 
 def act_in_env(
-    env: BraxVecEnv,
+    env: VecEnv,
     act: Act,
     reset_hidden: Callable[[Any, jax.Array], Any],
     carry: tuple[Any, dict, Any],
@@ -42,19 +42,22 @@ def act_in_env(
     return jax.lax.scan(step, carry, keys, length=length)
 
 
-def episode_rollout(env: BraxVecEnv, act, hidden, key: jax.Array, reset_hidden=None, record=None):
+def episode_rollout(env: VecEnv, act, hidden, key: jax.Array, reset_hidden=None, record=None):
     """One deterministic episode per env with `act(obs, hidden) -> (action, hidden')`.
 
-    Returns `(returns [N], lengths [N], records [T, ...])`: `record(env_state)` of the state each
-    step acted on (None without `record`). Shared by evaluation and `play`.
+    Returns `(returns [N], lengths [N], records [T, ...], probes)`: `record(env_state)` of the
+    state each step acted on (None without `record`), and the env's probe of each step
+    (`{name: [T, N, ...]}`, empty without a probe) with `alive [T, N]`, 1 on the steps of the
+    first episode. Shared by evaluation and `play`.
     """
     env_state, obs = env.reset(key)
     n = env.num_envs
 
     def keep(state, _obs, _action, res):
-        return res.reward, res.terminated | res.truncated, None if record is None else record(state)
+        kept = None if record is None else record(state)
+        return res.reward, res.terminated | res.truncated, kept, res.probe
 
-    _, (rewards, dones, records) = act_in_env(
+    _, (rewards, dones, records, probe) = act_in_env(
         env,
         lambda obs, hidden, _key: act(obs, hidden),
         reset_hidden or reset_hidden_groups,
@@ -68,15 +71,37 @@ def episode_rollout(env: BraxVecEnv, act, hidden, key: jax.Array, reset_hidden=N
         reward, done = xs
         ret = ret + reward * alive
         length = length + alive
+        step_alive = alive
         alive = alive * (1.0 - done.astype(jnp.float32))
-        return (alive, ret, length), None
+        return (alive, ret, length), step_alive
 
     init = (jnp.ones((n,)), jnp.zeros((n,)), jnp.zeros((n,)))
-    (_, returns, lengths), _ = jax.lax.scan(first_episode, init, (rewards, dones))
-    return returns, lengths, records
+    (_, returns, lengths), alive = jax.lax.scan(first_episode, init, (rewards, dones))
+    return returns, lengths, records, {**probe, "alive": alive} if probe else {}
 
 
-def deterministic_episodes(eval_env: BraxVecEnv, act, hidden, key: jax.Array) -> dict:
-    """One episode per env with `act(obs, hidden) -> (action, hidden')`: mean return and length."""
-    returns, lengths, _ = episode_rollout(eval_env, act, hidden, key)
-    return {"episode_reward": jnp.mean(returns), "episode_length": jnp.mean(lengths)}
+def locomotion_metrics(probe: dict, alive: jax.Array) -> dict[str, jax.Array]:
+    """st_rl's locomotion evaluation over the steps of the first episodes (`alive` weights them).
+
+    `velrmsd`: root mean square over steps of the velocity-tracking error `||v - command||` in
+    (vx, vy, yaw rate), the base's own frame (what Playground's tracking rewards compare).
+    `CoT`: cost of transport, mechanical energy per distance per weight, over the whole evaluation:
+    `sum(power) / sum(weight * ||v_xy||)` (a robot standing still has an infinite CoT).
+    """
+    steps = jnp.maximum(jnp.sum(alive), 1.0)
+    error = jnp.sum(jnp.square(probe["velocity"] - probe["command"]), axis=-1)
+    speed = jnp.linalg.norm(probe["velocity"][..., :2], axis=-1)
+    return {
+        "velrmsd": jnp.sqrt(jnp.sum(error * alive) / steps),
+        "CoT": jnp.sum(probe["power"] * alive) / jnp.sum(probe["weight"] * speed * alive),
+    }
+
+
+def deterministic_episodes(eval_env: VecEnv, act, hidden, key: jax.Array) -> dict:
+    """One episode per env with `act(obs, hidden) -> (action, hidden')`: mean return and length,
+    and the locomotion metrics where the env has a locomotion probe."""
+    returns, lengths, _, probe = episode_rollout(eval_env, act, hidden, key)
+    out = {"episode_reward": jnp.mean(returns), "episode_length": jnp.mean(lengths)}
+    if {"velocity", "command", "power", "weight"} <= set(probe):
+        out |= locomotion_metrics(probe, probe["alive"])
+    return out

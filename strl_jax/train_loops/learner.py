@@ -45,7 +45,7 @@ from strl_jax.buffers.minibatch import merge_time_env, minibatch_indices
 from strl_jax.buffers.transitions import Transition
 from strl_jax.collectives import env_keys, global_env_ids, pmean, psum
 from strl_jax.configs.schema import TrainConfig
-from strl_jax.envs.brax_env import BraxVecEnv
+from strl_jax.envs.vec_env import VecEnv
 from strl_jax.masked_rows import reserved_rows, where_rows
 from strl_jax.networks.acting import Actor
 from strl_jax.networks.actor_critic import clamp_std
@@ -103,7 +103,7 @@ class BehaviorCloningUpdate:
 class Learner:
     """Static description of a run: env, policy, optimiser, update and parts. Not a pytree of arrays."""
 
-    env: BraxVecEnv = struct.field(pytree_node=False)
+    env: VecEnv = struct.field(pytree_node=False)
     model: PolicyModel = struct.field(pytree_node=False)
     actor: Actor = struct.field(pytree_node=False)
     cfg: TrainConfig = struct.field(pytree_node=False)
@@ -122,7 +122,7 @@ class Learner:
         """Global indices of this device's environments."""
         return global_env_ids(self.env.num_envs, self.axis_name)
 
-    def shard(self, env: BraxVecEnv, axis_name: str | None) -> Learner:
+    def shard(self, env: VecEnv, axis_name: str | None) -> Learner:
         """This learner for one device's share `env` of the envs, reducing over `axis_name`."""
         return self.replace(env=env, axis_name=axis_name)
 
@@ -623,7 +623,7 @@ class Learner:
         return sections
 
     # ---- evaluation --------------------------------------------------------------------
-    def evaluate(self, eval_env: BraxVecEnv, params, normalizers, key: jax.Array):
+    def evaluate(self, eval_env: VecEnv, params, normalizers, key: jax.Array):
         """Deterministic (mean-action) episodes on separate envs: mean return and length."""
 
         def act(obs, hidden):
@@ -653,6 +653,6 @@ def first_non_finite(checks: dict) -> list[str]:
     return [name.split(":", 1)[1] for _, name in failed]
 
 
-def jit_evaluate(learner: Learner, eval_env: BraxVecEnv):
+def jit_evaluate(learner: Learner, eval_env: VecEnv):
     """Compiled deterministic evaluation on `eval_env`: `(params, normalizers, key) -> metrics`."""
     return jax.jit(functools.partial(learner.evaluate, eval_env))

@@ -17,14 +17,14 @@ from strl_jax.agents.ppo import make_optimizer
 from strl_jax.agents.schedules import make_schedule
 from strl_jax.agents.tppo import TeacherPart
 from strl_jax.configs.schema import TrainConfig
-from strl_jax.envs.brax_env import BraxVecEnv
+from strl_jax.envs.vec_env import VecEnv
 from strl_jax.networks.acting import make_actor
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.learner import BehaviorCloningUpdate, Learner, PPOUpdate
 from strl_jax.train_loops.teachers import load_teacher
 
 
-def teacher_part(env: BraxVecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> TeacherPart:
+def teacher_part(env: VecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> TeacherPart:
     """TPPO's teacher (acts with `teacher_act_prob`, adds `distillation_loss`), or for the
     behaviour-cloning update a teacher that only labels."""
     alg = cfg.algorithm
@@ -40,12 +40,12 @@ def teacher_part(env: BraxVecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> Teac
     )
 
 
-def amp_part(env: BraxVecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> Part:
+def amp_part(env: VecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> Part:
     """The discriminator and motion library; its `dagger_loss` follows the teacher's labels if any."""
     return make_motion_prior("amp", env, cfg, labels_from="teacher" if "teacher" in spec.parts else None)
 
 
-PART_BUILDERS: dict[str, Callable[[BraxVecEnv, TrainConfig, AlgorithmSpec], Part]] = {
+PART_BUILDERS: dict[str, Callable[[VecEnv, TrainConfig, AlgorithmSpec], Part]] = {
     "teacher": teacher_part,
     "amp": amp_part,
 }
@@ -68,7 +68,7 @@ def make_update_rule(cfg: TrainConfig, spec: AlgorithmSpec) -> PPOUpdate | Behav
     )
 
 
-def make_learner(env: BraxVecEnv, cfg: TrainConfig) -> Learner:
+def make_learner(env: VecEnv, cfg: TrainConfig) -> Learner:
     """The learner for `algorithm.class_name`: its update rule and its parts, built and checked
     against `env`."""
     spec = algorithm_spec(cfg.algorithm.class_name)

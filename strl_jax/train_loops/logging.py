@@ -23,6 +23,8 @@ TENSORBOARD_TAGS = {
     "mean_step_reward": "Train/mean_step_reward",
     "eval_reward": "Eval/episode_reward",
     "eval_episode_length": "Eval/episode_length",
+    "eval_velrmsd": "Eval/velrmsd",  # joystick tasks: st_rl's locomotion evaluation
+    "eval_CoT": "Eval/CoT",
 }
 NOT_LOGGED_TO_TENSORBOARD = ("iteration", "env_steps", "wall_time", "episodes")
 # Console labels of rsl_rl's own numbers; any other scalar is printed under its own name.
@@ -33,7 +35,14 @@ CONSOLE_LABELS = {
     "kl": "Mean KL:",
     "learning_rate": "Learning rate:",
 }
-HOST_KEYS = ("mean_reward", "mean_episode_length", "eval_reward", "eval_episode_length")
+HOST_KEYS = (
+    "mean_reward",
+    "mean_episode_length",
+    "eval_reward",
+    "eval_episode_length",
+    "eval_velrmsd",
+    "eval_CoT",
+)
 ROW_KEYS_OF_THE_HOST = (*TENSORBOARD_TAGS, *NOT_LOGGED_TO_TENSORBOARD, "mean_noise_std")
 
 TIME_KEYS = ("wall_time", "fps", "iteration_time", "collection_time", "learning_time")
@@ -133,7 +142,14 @@ class RunLogger:
         for key, value in row.items():
             if key not in ROW_KEYS_OF_THE_HOST and not key.startswith("episode/") and value is not None:
                 add(CONSOLE_LABELS.get(key, f"{key}:"), f"{value:.4g}")
-        labels = ("Mean reward:", "Mean episode length:", "Eval episode reward:", "Eval episode length:")
+        labels = (
+            "Mean reward:",
+            "Mean episode length:",
+            "Eval episode reward:",
+            "Eval episode length:",
+            "Eval velocity RMSD:",
+            "Eval cost of transport:",
+        )
         for key, label in zip(HOST_KEYS, labels, strict=True):
             if row.get(key) is not None:
                 add(label, f"{row[key]:.4g}")

@@ -29,11 +29,13 @@ from strl_jax.agents.algorithms import algorithm_spec, env_groups
 from strl_jax.agents.motion_prior import AMP_GROUP
 from strl_jax.configs.loader import config_to_dict
 from strl_jax.configs.schema import TrainConfig
-from strl_jax.envs.brax_env import BraxVecEnv, make_env_from_config
+from strl_jax.envs.tasks import make_env_from_config
+from strl_jax.envs.vec_env import VecEnv
 from strl_jax.errors import NonFiniteError
 from strl_jax.train_loops.checkpoint import (
     CHECKPOINT_DIR,
     CheckpointError,
+    close_manager,
     load_params_and_normalizers,
     open_manager,
     restore_checkpoint,
@@ -93,7 +95,7 @@ class Programs:
     `evaluate` runs on one device with local copies of the params.
     """
 
-    env: BraxVecEnv
+    env: VecEnv
     learner: Learner
     init: Any
     iteration: Any
@@ -382,8 +384,10 @@ def train(
             last = time.time()
     finally:
         stop.uninstall()
-        manager.close()  # waits for the checkpoint being written
-        logger.close()
+        try:
+            close_manager(manager)  # waits for the checkpoint being written; CheckpointError if it failed
+        finally:
+            logger.close()
     return TrainResult(
         log_dir=log_dir,
         rows=rows,
@@ -417,10 +421,11 @@ def evaluate(programs: Programs, train_state: Any, eval_key: jax.Array, iteratio
     key = jax.random.fold_in(eval_key, iteration)
     params, normalizers = local_copy((train_state.params, train_state.normalizers))
     result = jax.device_get(programs.evaluate(params, normalizers, key))
-    return {
+    out = {
         "eval_reward": float(result["episode_reward"]),
         "eval_episode_length": float(result["episode_length"]),
     }
+    return out | {f"eval_{k}": float(v) for k, v in result.items() if k in ("velrmsd", "CoT")}
 
 
 def _empty_window() -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any
 import jax
 from flax import struct
 
-from strl_jax.envs.brax_env import EnvState
+from strl_jax.envs.vec_env import EnvState
 from strl_jax.networks.normalizer import NormalizerState
 
 

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from strl_jax.agents.teacher import Teacher, TeacherState
 from strl_jax.configs.loader import config_from_dict
 from strl_jax.configs.schema import TrainConfig
-from strl_jax.envs.brax_env import make_env_from_config
+from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.errors import CheckpointError, ConfigError
 from strl_jax.networks.acting import Actor
 from strl_jax.networks.normalizer import init_normalizer

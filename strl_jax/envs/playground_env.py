@@ -1,0 +1,280 @@
+"""MuJoCo Playground environments (locomotion, dm_control suite, manipulation) as strl_jax tasks.
+
+A Playground env is an MJX env with Brax's reset/step shape, so it runs in the same `VecEnv` as
+Brax's (fresh random resets, truncation, final observations). What this module adds:
+- robot models from the offline asset wheels (`strl_jax.envs.menagerie`), never a git clone;
+- MJX's JAX implementation by default (`impl: jax`; Playground 0.2.0 defaults to `warp`, which
+  on a CPU runs Go1 at under 1k steps/s and warns every step), `env.playground.impl=warp` stays;
+- observation groups: `state` -> `policy`, `privileged_state` -> `critic` (Playground's asymmetric
+  actor-critic), any other key its own group; named components per group;
+- each env's own physics from the task's domain randomiser, drawn once per env at the start as
+  Playground's training does, kept in the env state (exact resume);
+- for joystick tasks a probe of velocity tracking and mechanical power (`Eval/velrmsd`, `Eval/CoT`).
+
+Groups stay flat arrays and their components are static `(name, size)` layouts: normalisers,
+networks and export all work on vectors, and parts pick components by name through the layout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from strl_jax.envs.menagerie import EXTRA, use_offline_menagerie
+from strl_jax.envs.playground_components import component_layout
+from strl_jax.envs.vec_env import Observation, VecEnv
+from strl_jax.errors import ConfigError
+
+FREE_JOINT = 0  # mujoco.mjtJoint.mjJNT_FREE
+DEFAULT_GROUPS = {"policy": ("state",), "critic": ("privileged_state",)}
+
+
+# ---- the registry ------------------------------------------------------------------------
+def playground_installed() -> bool:
+    try:
+        import mujoco_playground  # noqa: F401, PLC0415 - optional dependency
+    except ImportError:
+        return False
+    return True
+
+
+def playground_tasks() -> list[str]:
+    """Every Playground registry name ([] without the `playground` extra)."""
+    if not playground_installed():
+        return []
+    from mujoco_playground import registry  # noqa: PLC0415 - optional dependency
+
+    return list(registry.ALL_ENVS)
+
+
+def playground_config(task: str, overrides: dict) -> Any:
+    """The task's default config with strl_jax's defaults (`impl: jax`) and `overrides` applied.
+
+    `overrides` may be nested dicts or dotted keys; an unknown key or a value of the wrong type
+    is a `ConfigError` naming the valid keys.
+    """
+    from mujoco_playground import registry  # noqa: PLC0415 - optional dependency
+
+    config = registry.get_default_config(task)
+    flat = flatten(overrides)
+    if "impl" in config and "impl" not in flat:
+        flat["impl"] = "jax"
+    valid = sorted(flatten(config.to_dict()))
+    for key, value in flat.items():
+        if key not in valid and not any(v.startswith(key + ".") for v in valid):
+            raise ConfigError(
+                f"env.playground.{key} is not a setting of Playground task {task!r}; valid: {valid}"
+            )
+        try:
+            config.update_from_flattened_dict({key: value})
+        except (TypeError, ValueError, KeyError) as err:
+            raise ConfigError(f"env.playground.{key}={value!r} does not fit task {task!r}: {err}") from None
+    return config
+
+
+def flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
+    """`{a: {b: 1}, "c.d": 2}` -> `{"a.b": 1, "c.d": 2}`."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out |= flatten(value, name + ".")
+        else:
+            out[name] = value
+    return out
+
+
+def domain_randomizer(task: str) -> Any:
+    """The task's randomiser from Playground's registry, or None (its printed notice silenced)."""
+    from mujoco_playground import registry  # noqa: PLC0415 - optional dependency
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        return registry.get_domain_randomizer(task)
+
+
+# ---- observation groups --------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class PlaygroundGroups:
+    """strl_jax groups from Playground's observation: each group concatenates Playground keys
+    (`""` stands for a task whose observation is one array)."""
+
+    groups: tuple[tuple[str, tuple[str, ...]], ...]
+
+    def __call__(self, state: Any) -> Observation:
+        obs = state.obs if isinstance(state.obs, dict) else {"": state.obs}
+        out = {}
+        for name, keys in self.groups:
+            parts = [obs[k] for k in keys]
+            out[name] = parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=-1)
+        return out
+
+
+def observation_groups(task: str, obs: Any, spec: dict) -> PlaygroundGroups:
+    """Default groups (`state` -> policy, `privileged_state` -> critic, other keys their own),
+    updated by `env.obs_groups` = `{group: key or [keys]}` over Playground's keys."""
+    if not isinstance(obs, dict):
+        if spec:
+            raise ConfigError(
+                f"Playground task {task!r} has one observation array, which every group sees; "
+                f"env.obs_groups does not apply to it (got {spec!r})"
+            )
+        return PlaygroundGroups((("policy", ("",)), ("critic", ("",))))
+    keys = list(obs)
+    groups: dict[str, tuple[str, ...]] = {k: (k,) for k in keys if k not in ("state", "privileged_state")}
+    groups["policy"] = ("state",) if "state" in obs else (keys[0],)
+    groups["critic"] = ("privileged_state",) if "privileged_state" in obs else groups["policy"]
+    for name, value in spec.items():
+        chosen = (value,) if isinstance(value, str) else tuple(value or ())
+        bad = [k for k in chosen if not isinstance(k, str) or k not in obs]
+        if not chosen or bad:
+            raise ConfigError(
+                f"env.obs_groups.{name} must name Playground observation keys of {task!r}; "
+                f"got {value!r}, valid keys: {keys}"
+            )
+        flat = [k for k in chosen if len(obs[k].shape) != 1]
+        if flat and len(chosen) > 1:
+            raise ConfigError(f"env.obs_groups.{name}: only 1-D observations concatenate, not {flat}")
+        groups[name] = chosen
+    return PlaygroundGroups(tuple(groups.items()))
+
+
+def group_components(task: str, config: Any, groups: PlaygroundGroups) -> dict:
+    """`{group: ((name, size), ...)}` for the groups whose every key has a known layout; in a
+    group of several keys each name is prefixed `<key>.` (both keys may have a `base_lin_vel`)."""
+    out = {}
+    for name, keys in groups.groups:
+        layouts = [component_layout(task, k or "state", config) for k in keys]
+        if all(layout is not None for layout in layouts):
+            out[name] = tuple(
+                (c if len(keys) == 1 else f"{k}.{c}", n)
+                for k, layout in zip(keys, layouts, strict=True)
+                for c, n in layout
+            )
+    return out
+
+
+# ---- per-env physics -------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class RandomizedPhysics:
+    """Playground's domain randomiser, one draw per env: the randomised model fields live in the
+    env state, and the single env simulates with its own row of them."""
+
+    env: Any  # the Playground env (unwrapped)
+    randomizer: Any  # (mjx.Model, keys [N]) -> (batched model, in_axes)
+    fields: tuple[str, ...]
+
+    def init(self, keys: jax.Array) -> dict[str, jax.Array]:
+        model, _ = self.randomizer(self.env.mjx_model, keys)
+        return {f: getattr(model, f) for f in self.fields}
+
+    @contextlib.contextmanager
+    def bound(self, fields: dict[str, jax.Array]) -> Iterator[None]:
+        base = self.env._mjx_model  # noqa: SLF001 - Playground's own wrapper swaps it the same way
+        self.env._mjx_model = base.tree_replace(dict(fields))  # noqa: SLF001
+        try:
+            yield
+        finally:
+            self.env._mjx_model = base  # noqa: SLF001
+
+
+def randomized_physics(env: Any, randomizer: Any) -> RandomizedPhysics:
+    """Find which model fields the randomiser draws per env (its `in_axes` of 0)."""
+    found: dict[str, Any] = {}
+
+    def draw(keys):
+        model, in_axes = randomizer(env.mjx_model, keys)
+        found["in_axes"] = in_axes
+        return model
+
+    jax.eval_shape(draw, jax.random.split(jax.random.PRNGKey(0), 2))
+    in_axes = found["in_axes"]
+    # Static model fields (sizes such as `na`) keep their values in `in_axes`; a randomised field
+    # is an array field of the model whose axis is 0.
+    fields = tuple(
+        f.name
+        for f in dataclasses.fields(in_axes)
+        if type(getattr(in_axes, f.name)) is int
+        and getattr(in_axes, f.name) == 0
+        and hasattr(getattr(env.mjx_model, f.name), "shape")
+    )
+    return RandomizedPhysics(env=env, randomizer=randomizer, fields=fields)
+
+
+# ---- locomotion probe --------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class LocomotionProbe:
+    """Per-step quantities of a joystick task for `Eval/velrmsd` and `Eval/CoT`: the command
+    (vx, vy, yaw rate), the base's velocity in its own frame (vx, vy, yaw rate), the mechanical
+    power of the actuators `sum |qfrc_actuator * qvel|` and the robot's (randomised) weight."""
+
+    env: Any
+
+    def __call__(self, state: Any) -> dict[str, jax.Array]:
+        from mujoco.mjx._src import math as mjx_math  # noqa: PLC0415 - optional dependency
+
+        data, model = state.data, self.env.mjx_model
+        world_vel = data.qvel[0:3]
+        local = mjx_math.rotate(world_vel, mjx_math.quat_inv(data.qpos[3:7]))
+        velocity = jnp.stack([local[0], local[1], data.qvel[5]])
+        power = jnp.sum(jnp.abs(data.qfrc_actuator * data.qvel))
+        return {
+            "command": jnp.asarray(state.info["command"][:3], jnp.float32),
+            "velocity": velocity.astype(jnp.float32),
+            "power": power.astype(jnp.float32),
+            "weight": (jnp.sum(model.body_mass) * 9.81).astype(jnp.float32),
+        }
+
+
+def is_joystick(env: Any, reset_state: Any) -> bool:
+    """A floating-base robot following a velocity command `info["command"]` (vx, vy, yaw rate)."""
+    command = reset_state.info.get("command") if isinstance(reset_state.info, dict) else None
+    return (
+        command is not None
+        and command.shape[-1:] == (3,)
+        and env.mj_model.njnt > 0
+        and int(env.mj_model.jnt_type[0]) == FREE_JOINT
+    )
+
+
+# ---- construction -------------------------------------------------------------------------------
+def make_playground_env(
+    task: str,
+    num_envs: int,
+    episode_length: int,
+    action_repeat: int = 1,
+    clip_actions: float | None = 1.0,
+    overrides: dict | None = None,
+    obs_groups: dict | None = None,
+    domain_randomization: bool = True,
+) -> VecEnv:
+    """A batched Playground task by registry name, with clear errors for bad names or settings."""
+    if not playground_installed():
+        raise ConfigError(f"task {task!r} is a MuJoCo Playground task; install it with `{EXTRA}`")
+    from mujoco_playground import registry  # noqa: PLC0415 - optional dependency
+
+    if task not in registry.ALL_ENVS:
+        raise ConfigError(f"unknown Playground task {task!r}; valid: {list(registry.ALL_ENVS)}")
+    use_offline_menagerie(task)
+    config = playground_config(task, overrides or {})
+    env = registry.load(task, config=config)
+    reset_state = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
+    groups = observation_groups(task, reset_state.obs, obs_groups or {})
+    randomizer = domain_randomizer(task) if domain_randomization else None
+    return VecEnv(
+        env=env,
+        task=task,
+        num_envs=num_envs,
+        episode_length=episode_length,
+        action_repeat=action_repeat,
+        clip_actions=clip_actions,
+        observe=groups,
+        physics=None if randomizer is None else randomized_physics(env, randomizer),
+        probe=LocomotionProbe(env) if is_joystick(env, reset_state) else None,
+        components=group_components(task, config, groups),
+    )

@@ -1,0 +1,76 @@
+"""One task namespace over the env families: Brax (`ant`, `hopper`, ...) and MuJoCo Playground
+(`Go1JoystickFlatTerrain`, `CartpoleBalance`, ...; with the `playground` extra)."""
+
+from __future__ import annotations
+
+from strl_jax.envs.amp_obs import WithAmpObservation
+from strl_jax.envs.brax_env import available_tasks as brax_tasks
+from strl_jax.envs.brax_env import make_brax_env
+from strl_jax.envs.menagerie import EXTRA
+from strl_jax.envs.playground_env import make_playground_env, playground_tasks
+from strl_jax.envs.vec_env import VecEnv
+from strl_jax.errors import ConfigError
+
+FAMILIES = ("brax", "playground")
+
+
+def task_family(task: str) -> str:
+    """`brax` or `playground`; a `ConfigError` listing both families' tasks otherwise.
+
+    Brax names are checked first, so Playground (slow to import) loads only for its own tasks.
+    """
+    if task in brax_tasks():
+        return "brax"
+    if task in playground_tasks():
+        return "playground"
+    playground = playground_tasks()
+    listing = (
+        f"MuJoCo Playground tasks: {playground}"
+        if playground
+        else (
+            f"MuJoCo Playground tasks (Go1JoystickFlatTerrain, G1JoystickFlatTerrain, CartpoleBalance, ...) "
+            f"need `{EXTRA}`"
+        )
+    )
+    raise ConfigError(f"unknown task {task!r}; Brax tasks: {brax_tasks()}; {listing}")
+
+
+def make_env_from_config(env_cfg, num_envs: int | None = None, amp: bool = False) -> VecEnv:
+    """Build from an `EnvConfig`; `num_envs` overrides the configured count (evaluation envs).
+
+    `amp` adds the `amp` group: the AMP frame of the physics state (`env.amp_obs_components`).
+    """
+    count = env_cfg.num_envs if num_envs is None else num_envs
+    if task_family(env_cfg.task) == "playground":
+        if amp:
+            raise ConfigError(
+                f"AMP observation frames are defined for Brax tasks, not for Playground task {env_cfg.task!r}"
+            )
+        return make_playground_env(
+            task=env_cfg.task,
+            num_envs=count,
+            episode_length=env_cfg.episode_length,
+            action_repeat=env_cfg.action_repeat,
+            clip_actions=env_cfg.clip_actions,
+            overrides=env_cfg.playground,
+            obs_groups=env_cfg.obs_groups,
+            domain_randomization=env_cfg.domain_randomization,
+        )
+    if env_cfg.playground:
+        raise ConfigError(
+            f"env.playground applies to MuJoCo Playground tasks, not to Brax task {env_cfg.task!r}"
+        )
+    env = make_brax_env(
+        task=env_cfg.task,
+        backend=env_cfg.backend,
+        num_envs=count,
+        episode_length=env_cfg.episode_length,
+        action_repeat=env_cfg.action_repeat,
+        clip_actions=env_cfg.clip_actions,
+        env_kwargs=env_cfg.env_kwargs,
+        obs_groups=env_cfg.obs_groups,
+    )
+    if not amp:
+        return env
+    components = None if env_cfg.amp_obs_components is None else tuple(env_cfg.amp_obs_components)
+    return env.replace(observe=WithAmpObservation(env.observe, env_cfg.task, components))

@@ -1,0 +1,211 @@
+"""Batched environments with fresh-random auto-reset and separate termination/truncation.
+
+One implementation for every env family (Brax, MuJoCo Playground): the single env only has to
+offer `reset(key) -> state` and `step(state, action) -> state` with a state holding `obs`,
+`reward`, `done` and `metrics` (brax's `State` and Playground's `State` both do).
+
+Brax's own AutoResetWrapper (and Playground's by default) restarts a finished episode from one
+cached first state. Here every finished episode starts from a new `env.reset` with its own key,
+time-outs are reported as `truncated` (not as terminations), and the observation reached by the
+step that ended an episode is kept as `final_obs` so that the learner can bootstrap from its value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import chex
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from strl_jax.collectives import env_keys
+from strl_jax.masked_rows import reserved_rows, where_rows
+
+Observation = dict[str, jax.Array]
+# Stream of `fold_in(reset key, ...)` that draws each env's physics (domain randomisation).
+PHYSICS_STREAM = 0x5EED
+
+
+@struct.dataclass
+class EnvState:
+    """State of `num_envs` environments; everything an exact resume needs."""
+
+    brax_state: Any  # the single env's state (brax or Playground `State`) with a leading env axis
+    step_count: jax.Array  # [N] int32 steps taken in the current episode
+    reset_key: jax.Array  # [N] PRNG keys, advanced each time that env resets
+    physics: Any = struct.field(default_factory=dict)  # [N, ...] per-env model fields (randomised)
+
+
+@struct.dataclass
+class StepResult:
+    """What one batched step returns besides the new state."""
+
+    obs: Observation  # observation to act on next (after any reset)
+    reward: jax.Array  # [N]
+    terminated: jax.Array  # [N] bool: the episode ended in a terminal state
+    truncated: jax.Array  # [N] bool: the episode hit the time limit and is not terminal
+    final_obs: Observation  # observation the step reached, before any reset
+    metrics: dict[str, jax.Array]  # the env's per-step metrics (reward terms etc.), [N] each
+    # the `probe`'s per-step quantities of the state reached (e.g. locomotion: command, velocity,
+    # power), [N, ...] each; empty without a probe. Unused outputs cost nothing in a compiled scan.
+    probe: dict[str, jax.Array] = struct.field(default_factory=dict)
+
+
+class Physics(Protocol):
+    """Per-env physics: fields of the env's model drawn once per env (domain randomisation)."""
+
+    def init(self, keys: jax.Array) -> dict[str, jax.Array]:
+        """`[N]` keys -> `{model field: [N, ...]}`."""
+
+    def bound(self, fields: dict[str, jax.Array]) -> contextlib.AbstractContextManager:
+        """Inside the context the single env simulates with one env's `fields` (traced)."""
+
+
+def strong_types(tree: Any) -> Any:
+    """Drop JAX weak types (Brax and Playground produce some) so the state's signature never
+    changes and the compiled iteration is not traced a second time."""
+    return jax.tree.map(lambda x: jnp.asarray(x, x.dtype), tree)
+
+
+def cast_like(tree: Any, reference: Any) -> Any:
+    """`tree` with the dtypes of `reference` (same structure): a Playground env's `reset` returns
+    some leaves in other dtypes than its `step`; matching them keeps one compiled step."""
+    return jax.tree.map(lambda x, r: jnp.asarray(x, r.dtype), tree, reference)
+
+
+@struct.dataclass
+class VecEnv:
+    """Pure reset/step functions over a batch of one environment.
+
+    `observe(state) -> {group: array}` views the single env's observation as strl_jax's groups;
+    `physics` (optional) gives each env its own model; `probe(state) -> {name: array}` (optional)
+    measures per-step quantities the evaluation reports (e.g. velocity tracking and power).
+    `components` names the parts of each group: `{group: ((name, size), ...)}`, where known.
+    """
+
+    env: Any = struct.field(pytree_node=False)
+    num_envs: int = struct.field(pytree_node=False)
+    episode_length: int = struct.field(pytree_node=False)
+    observe: Callable[[Any], Observation] = struct.field(pytree_node=False)
+    action_repeat: int = struct.field(pytree_node=False, default=1)
+    clip_actions: float | None = struct.field(pytree_node=False, default=1.0)
+    physics: Physics | None = struct.field(pytree_node=False, default=None)
+    probe: Callable[[Any], dict] | None = struct.field(pytree_node=False, default=None)
+    components: dict[str, tuple[tuple[str, int], ...]] = struct.field(pytree_node=False, default_factory=dict)
+    task: str = struct.field(pytree_node=False, default="")
+
+    @property
+    def action_size(self) -> int:
+        return int(self.env.action_size)
+
+    @property
+    def dt(self) -> float:
+        """Seconds of simulated time per strl_jax step (the env's control step x action_repeat)."""
+        return float(self.env.dt) * self.action_repeat
+
+    def observation_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Shape of one environment's observation in each group."""
+        obs = jax.eval_shape(lambda key: self.observe(self.env.reset(key)), jax.random.PRNGKey(0))
+        return {k: tuple(v.shape) for k, v in obs.items()}
+
+    # ---- one env -----------------------------------------------------------------------
+    def _bound(self, physics: dict) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext() if self.physics is None else self.physics.bound(physics)
+
+    def _reset_single(self, key: jax.Array, physics: dict) -> Any:
+        with self._bound(physics):
+            return self.env.reset(key)
+
+    def _step_single(self, brax_state: Any, action: jax.Array, physics: dict) -> tuple[Any, ...]:
+        """Step one env `action_repeat` times, summing rewards; terminal if any sub-step was.
+        Returns `(state, reward, done, probe)`."""
+        with self._bound(physics):
+            if self.action_repeat == 1:
+                nxt = self.env.step(brax_state, action)
+                reward, done = nxt.reward, nxt.done
+            else:
+
+                def body(carry, _):
+                    state, reward, done = carry
+                    state = self.env.step(state, action)
+                    return (state, reward + state.reward, jnp.maximum(done, state.done)), None
+
+                zero = jnp.zeros_like(brax_state.reward)
+                (nxt, reward, done), _ = jax.lax.scan(
+                    body, (brax_state, zero, zero), None, length=self.action_repeat
+                )
+            probe = {} if self.probe is None else self.probe(nxt)
+        return nxt, reward, done, probe
+
+    # ---- the batch ---------------------------------------------------------------------
+    def reset(self, key: jax.Array, first_env: jax.Array | int = 0) -> tuple[EnvState, Observation]:
+        """Reset all environments with independent random initial states (and physics).
+
+        Env `i` draws from `fold_in(key, first_env + i)`: a shard of a larger batch (whose
+        first global index is `first_env`) starts exactly like that part of the whole batch.
+        """
+        ids = jnp.asarray(first_env, jnp.int32) + jnp.arange(self.num_envs, dtype=jnp.int32)
+        keys = jax.vmap(jax.random.split)(env_keys(key, ids))
+        physics = {}
+        if self.physics is not None:
+            physics = self.physics.init(env_keys(jax.random.fold_in(key, PHYSICS_STREAM), ids))
+        brax_state = jax.vmap(self._reset_single)(keys[:, 0], physics)
+        # One signature for reset's and step's states: step's output types (no weak types).
+        stepped = jax.eval_shape(
+            jax.vmap(self._step_single),
+            brax_state,
+            jnp.zeros((self.num_envs, self.action_size)),
+            physics,
+        )[0]
+        brax_state = cast_like(strong_types(brax_state), stepped)
+        state = EnvState(
+            brax_state=brax_state,
+            step_count=jnp.zeros((self.num_envs,), jnp.int32),
+            reset_key=keys[:, 1],
+            physics=physics,
+        )
+        return state, self.observe(brax_state)
+
+    def step(self, state: EnvState, action: jax.Array) -> tuple[EnvState, StepResult]:
+        """Advance every environment; finished ones restart from a fresh random state."""
+        chex.assert_shape(action, (self.num_envs, self.action_size))
+        if self.clip_actions is not None:
+            action = jnp.clip(action, -self.clip_actions, self.clip_actions)
+        stepped, reward, done, probe = jax.vmap(self._step_single)(state.brax_state, action, state.physics)
+        stepped = strong_types(stepped)
+        step_count = state.step_count + 1
+        terminated = done > 0
+        truncated = (step_count >= self.episode_length) & ~terminated
+        finished = terminated | truncated
+        final_obs = self.observe(stepped)
+
+        # Finished envs restart from a fresh random state; a reset costs about a step, so only the
+        # finished envs' rows are reset (`where_rows`), not all of them.
+        split = jax.vmap(jax.random.split)(state.reset_key)
+        brax_state = where_rows(
+            finished,
+            lambda rows: cast_like(strong_types(jax.vmap(self._reset_single)(*rows)), stepped),
+            (split[:, 1], state.physics),
+            stepped,
+            reserved_rows(self.num_envs, 1 / 8),
+        )
+        reset_key = jnp.where(finished[:, None], split[:, 0], state.reset_key)
+        new_state = EnvState(
+            brax_state=strong_types(brax_state),
+            step_count=jnp.where(finished, 0, step_count),
+            reset_key=reset_key,
+            physics=state.physics,
+        )
+        result = StepResult(
+            obs=self.observe(brax_state),
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=final_obs,
+            metrics=dict(stepped.metrics),
+            probe=probe,
+        )
+        return new_state, result
