@@ -116,18 +116,10 @@ def brax_implementation(kw: dict) -> dict[str, dict[str, Any]]:
 
 def matched(kw: dict) -> dict[str, dict[str, Any]]:
     """Hyperparameters and implementation choices together: strl_jax as close to brax as it goes."""
-    return merge(hyperparameters(kw), brax_implementation(kw))
+    # Imported here: this module is also loaded by the brax workers, whose venv has no strl_jax.
+    from strl_jax.configs.loader import deep_merge
 
-
-def merge(base: dict, update: dict) -> dict:
-    """Recursively merge `update` into a copy of `base`."""
-    out = dict(base)
-    for key, value in update.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = value
-    return out
+    return deep_merge(hyperparameters(kw), brax_implementation(kw))
 
 
 def override(key: str, value: Any) -> str:

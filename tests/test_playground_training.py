@@ -1,6 +1,6 @@
 """Go1JoystickFlatTerrain trained by strl_jax on the CPU at a small size: the run learns, its
 Playground metrics and locomotion evaluation reach metrics.jsonl, each env keeps its own physics,
-the iteration compiles once, and a resumed run continues exactly.
+the iteration compiles once, a resumed run continues exactly, and `play` writes a trajectory.
 
 One config (64 envs, 24 steps, [128, 128] networks) for every run here, so the compiled programs
 are built once per process (about 3-4 minutes from an empty compilation cache on 2 cores).
@@ -20,6 +20,7 @@ pytest.importorskip("mujoco_playground")
 from test_checkpoint_resume import assert_trees_equal, without_time  # noqa: E402
 
 from strl_jax.configs.loader import resolve_config  # noqa: E402
+from strl_jax.play import main as play_main  # noqa: E402
 from strl_jax.train import main as train_main  # noqa: E402
 from strl_jax.train_loops.checkpoint import open_manager, restore_checkpoint  # noqa: E402
 from strl_jax.train_loops.runner import build_programs, run_keys, train  # noqa: E402
@@ -114,3 +115,15 @@ def test_resume_is_exact(learning_run, tmp_path):
     state_full, _, _ = restore_step(result.log_dir, 2 * K)
     state_split, _, _ = restore_step(tmp_path, 2 * K)
     assert_trees_equal(state_split, state_full)
+
+
+def test_play_writes_a_playground_trajectory(learning_run, capsys):
+    result, _ = learning_run
+    out = result.log_dir / "play_test"
+    assert play_main([str(result.log_dir), "--episodes", "2", "--no-video", "--out", str(out)]) == 0
+    assert "2 deterministic episodes" in capsys.readouterr().out
+    episode = np.load(out / "episode.npz")
+    steps = episode["qpos"].shape[0]
+    assert 1 <= steps <= 1000 and episode["qpos"].shape[1] == 19 and episode["qvel"].shape == (steps, 18)
+    assert str(episode["task"]) == TASK and float(episode["dt"]) == pytest.approx(0.02)
+    np.testing.assert_allclose(np.diff(episode["time"]), 0.02, atol=1e-4)
