@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from strl_jax.errors import CheckpointError, ConfigError, ExportError
-from strl_jax.inference import ActingPolicy, LoadedPolicy, get_acting_policy, load_policy
+from strl_jax.inference import ActingPolicy, LoadedPolicy, load_policy
 from strl_jax.onnx_graph import TensorSpec, function_to_onnx
 
 ONNX_OPSET = 18
@@ -43,21 +43,25 @@ def with_batch(leaf: jax.ShapeDtypeStruct, batch: Any) -> tuple[Any, ...]:
 
 
 # ---------------------------------------------------------------------------- jax.export
-def export_jax_policy(
-    acting: ActingPolicy, observation_size: int, platforms: tuple[str, ...] = ("cpu", "cuda")
-) -> bytes:
+def export_jax_policy(acting: ActingPolicy, platforms: tuple[str, ...] = ("cpu", "cuda")) -> bytes:
     """Serialized `jax.export` artifact for any batch size (load with `load_jax_policy`).
 
-    Feed-forward: `obs -> action`; recurrent: `(obs, hidden) -> (action, hidden')`.
+    Feed-forward: `obs -> action`; recurrent: `(obs, hidden) -> (action, hidden')`. A policy with
+    estimator stages also returns its estimates: `(action, {stage: estimate}[, hidden'])`.
     """
     (batch,) = jax.export.symbolic_shape(BATCH)
-    obs = jax.ShapeDtypeStruct((batch, observation_size), jnp.float32)
-    if not acting.recurrent:
-        exported = jax.export.export(jax.jit(lambda o: acting.step(o, {})[0]), platforms=platforms)(obs)
-    else:
-        leaves, tree = hidden_structure(acting)
-        hidden = tree.unflatten(jax.ShapeDtypeStruct(with_batch(h, batch), h.dtype) for h in leaves)
-        exported = jax.export.export(jax.jit(acting.step), platforms=platforms)(obs, hidden)
+    obs = jax.ShapeDtypeStruct((batch, acting.observation_size), jnp.float32)
+    leaves, tree = hidden_structure(acting)
+    hidden = tree.unflatten(jax.ShapeDtypeStruct(with_batch(h, batch), h.dtype) for h in leaves)
+
+    def run(o, *h):
+        actions, estimates, new_hidden = acting.outputs(o, h[0] if h else {})
+        out = (actions, estimates) if acting.estimates else (actions,)
+        out += (new_hidden,) if acting.recurrent else ()
+        return out[0] if len(out) == 1 else out
+
+    args = (obs, hidden) if acting.recurrent else (obs,)
+    exported = jax.export.export(jax.jit(run), platforms=platforms)(*args)
     return bytes(exported.serialize())
 
 
@@ -67,31 +71,40 @@ def load_jax_policy(data: bytes) -> Callable:
 
 
 # ---------------------------------------------------------------------------- ONNX
-def hidden_names(cfg: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """ONNX names of the hidden state's inputs and outputs (rsl_rl's), none for a feed-forward policy."""
-    if cfg.policy.class_name != "ActorCriticRecurrent":
+def hidden_names(acting: ActingPolicy, rnn_type: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """ONNX names of the hidden state's inputs and outputs, in its leaves' order: rsl_rl's
+    `h_in[, c_in]` for the actor's memory, `<stage>_h_in[, <stage>_c_in]` for a stage's own."""
+    if not acting.recurrent:
         return (), ()
-    return HIDDEN_NAMES[cfg.policy.rnn_type.lower()]
+    base_in, base_out = HIDDEN_NAMES[rnn_type.lower()]
+    hidden = jax.eval_shape(lambda: acting.initial_hidden(1))
+    if not isinstance(hidden, dict):
+        return base_in, base_out
+    prefix = lambda k: "" if k == "actor" else f"{k}_"  # noqa: E731
+    names_in = tuple(prefix(k) + n for k in sorted(hidden) for n in base_in)
+    names_out = tuple(prefix(k) + n for k in sorted(hidden) for n in base_out)
+    return names_in, names_out
 
 
-def onnx_policy_model(cfg: Any, params: Any, normalizers: dict, observation_size: int) -> Any:
+def onnx_policy_model(cfg: Any, acting: ActingPolicy) -> Any:
     """The deterministic policy as an ONNX `ModelProto`: `obs [batch, obs_dim] -> actions` for an MLP
-    policy; `(obs, h_in[, c_in]) -> (actions, h_out[, c_out])` for a recurrent one."""
-    acting = get_acting_policy(cfg, params, normalizers)
-    names_in, names_out = hidden_names(cfg)
+    policy; `(obs, h_in[, c_in]) -> (actions, h_out[, c_out])` for a recurrent one; the estimates
+    of estimator stages follow `actions`, one output per stage (in the env's units)."""
+    names_in, names_out = hidden_names(acting, cfg.policy.rnn_type)
     leaves, tree = hidden_structure(acting)
+    stage_names = tuple(name for name, _ in acting.estimates)
 
     def step(obs: jax.Array, *hidden: jax.Array) -> tuple[jax.Array, ...]:
-        actions, hidden = acting.step(obs, tree.unflatten(hidden))
-        return (actions, *jax.tree.leaves(hidden))
+        actions, estimates, hidden = acting.outputs(obs, tree.unflatten(hidden))
+        return (actions, *(estimates[n] for n in stage_names), *jax.tree.leaves(hidden))
 
-    inputs = [TensorSpec(INPUT_NAME, (BATCH, observation_size))]
+    inputs = [TensorSpec(INPUT_NAME, (BATCH, acting.observation_size))]
     inputs += [TensorSpec(n, with_batch(h, BATCH), h.dtype) for n, h in zip(names_in, leaves, strict=True)]
     what = f"recurrent ({cfg.policy.rnn_type.lower()}) " if acting.recurrent else ""
     return function_to_onnx(
         step,
         inputs,
-        (OUTPUT_NAME, *names_out),
+        (OUTPUT_NAME, *stage_names, *names_out),
         opset=ONNX_OPSET,
         ir_version=ONNX_IR_VERSION,
         graph_name="strl_jax_policy",
@@ -104,9 +117,10 @@ def export_run(loaded: LoadedPolicy, out_dir: Path, onnx_model: bool = True) -> 
     """Write `policy.jax_export` (and `policy.onnx`) for a loaded checkpoint; returns the paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / "policy.jax_export"]
-    written[0].write_bytes(export_jax_policy(loaded.acting(), loaded.observation_size))
+    acting = loaded.acting()
+    written[0].write_bytes(export_jax_policy(acting))
     if onnx_model:
-        model = onnx_policy_model(loaded.cfg, loaded.params, loaded.normalizers, loaded.observation_size)
+        model = onnx_policy_model(loaded.cfg, acting)
         path = out_dir / "policy.onnx"
         path.write_bytes(model.SerializeToString())
         written.append(path)
@@ -134,10 +148,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err.name} is needed for export: pip install 'strl_jax[export]'", file=sys.stderr)
         return 2
     policy = loaded.cfg.policy
-    names_in, names_out = hidden_names(loaded.cfg)
+    acting = loaded.acting()
+    names_in, names_out = hidden_names(acting, policy.rnn_type)
     hidden = f"[{policy.rnn_num_layers}, batch, {policy.rnn_hidden_size}]"
-    inputs = f"obs [batch, {loaded.observation_size}]" + "".join(f", {n} {hidden}" for n in names_in)
-    outputs = f"actions [batch, {loaded.action_size}]" + "".join(f", {n} {hidden}" for n in names_out)
+    inputs = f"obs [batch, {acting.observation_size}]" + "".join(f", {n} {hidden}" for n in names_in)
+    outputs = f"actions [batch, {loaded.action_size}]"
+    outputs += "".join(f", {n} [batch, {size}]" for n, size in acting.estimates)
+    outputs += "".join(f", {n} {hidden}" for n in names_out)
     print(f"checkpoint {loaded.step}: {inputs} -> {outputs}")
     for path in written:
         print(f"wrote {path}")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 from flax import struct
 
 from strl_jax.agents.motion_prior import AMP_GROUP
@@ -25,6 +26,8 @@ from strl_jax.envs.vec_env import VecEnv
 from strl_jax.networks.acting import Actor, make_actor
 from strl_jax.networks.normalizer import NormalizerState, init_normalizer
 from strl_jax.networks.policy import make_policy_model
+from strl_jax.networks.policy_classes import policy_class
+from strl_jax.static_take import take_static
 from strl_jax.train_loops.checkpoint import load_params_and_normalizers, read_checkpoint_meta
 
 Policy = Callable[[jax.Array], jax.Array]
@@ -38,33 +41,80 @@ def action_size(params: Any) -> int:
     return int((inner["std"] if "std" in inner else inner["log_std"]).shape[-1])
 
 
-def actor_of(cfg: TrainConfig, params: Any) -> Actor:
-    """The acting policy a run trained (its network, normalisation and action clipping)."""
-    return make_actor(make_policy_model(action_size(params), cfg.policy), cfg)
+def policy_observation_size(params: Any) -> int:
+    """Size of the policy group's observation, read from the first layer the actor applies to it."""
+    inner = params["params"]
+    if "memory_a" in inner:
+        return int(inner["memory_a"]["layer_0"]["weight_ih"].shape[1])
+    first = inner["actor"].get("hidden_0", inner["actor"]["output"])
+    return int(first["kernel"].shape[0])
+
+
+def actor_of(cfg: TrainConfig, params: Any, components: dict | None = None) -> Actor:
+    """The acting policy a run trained (its network, normalisation and action clipping).
+
+    A policy with estimator stages finds its components in `components` (the env's layouts); when
+    they are not given, one env of the run's task is built to read them.
+    """
+    if components is None and policy_class(cfg.policy.class_name).stages:
+        components = make_env_from_config(cfg.env, num_envs=1).components
+    return make_actor(make_policy_model(action_size(params), cfg.policy, components), cfg)
 
 
 @dataclasses.dataclass(frozen=True)
 class ActingPolicy:
-    """`step(obs, hidden) -> (action, hidden')` on the policy group's observation `[batch, obs_dim]`,
-    and `initial_hidden(batch)`; the hidden state is `{}` for feed-forward policies."""
+    """The deterministic policy on what a robot measures: `step(obs, hidden) -> (action, hidden')`.
+
+    `obs` is the policy group's observation `[batch, observation_size]` without the components
+    that estimator stages always replace (none for other policies); `outputs(obs, hidden)` also
+    returns the stages' estimates in the env's units (`estimates`: their names and sizes). The
+    hidden state is `{}` for feed-forward policies, the actor's bare memory for recurrent ones, and
+    `{"actor": ..., <stage>: ...}` when a stage keeps its own memory.
+    """
 
     step: ActingStep
+    outputs: Callable[[jax.Array, Hidden], tuple[jax.Array, dict, Hidden]]
     initial_hidden: Callable[[int], Hidden]
     recurrent: bool
+    observation_size: int
+    estimates: tuple[tuple[str, int], ...] = ()
 
 
-def acting_policy(actor: Actor, params: Any, normalizers: dict[str, NormalizerState]) -> ActingPolicy:
-    """`actor`'s deterministic step on one observation array and the bare hidden state (for export)."""
+def acting_policy(
+    actor: Actor, params: Any, normalizers: dict[str, NormalizerState], obs_size: int | None = None
+) -> ActingPolicy:
+    """`actor`'s deterministic step on the measured observation array (for export and deployment)."""
+    obs_size = policy_observation_size(params) if obs_size is None else obs_size
+    measured = actor.model.measured_indices(obs_size)
+    # The full observation from the measured one; entries a stage replaces get a placeholder.
+    source = np.zeros(obs_size, np.int32)
+    source[measured] = np.arange(len(measured))
+    complete = len(measured) == obs_size
+    bare = actor.recurrent and set(actor.initial_hidden(1)) == {"actor"}
+
+    def outputs(obs: jax.Array, hidden: Hidden) -> tuple[jax.Array, dict, Hidden]:
+        memory = {"actor": hidden} if bare else hidden
+        full = obs if complete else take_static(obs, source)
+        mean, _, memory, estimates = actor.forward(params, normalizers, {actor.obs_group: full}, memory)
+        estimates = actor.raw_estimates(normalizers, estimates)
+        return actor.clip(mean), estimates, memory["actor"] if bare else memory
 
     def step(obs: jax.Array, hidden: Hidden) -> tuple[jax.Array, Hidden]:
-        memory = {"actor": hidden} if actor.recurrent else {}
-        actions, memory = actor.act(params, normalizers, {actor.obs_group: obs}, memory)
-        return actions, memory["actor"] if actor.recurrent else hidden
+        actions, _, hidden = outputs(obs, hidden)
+        return actions, hidden
 
     def initial_hidden(batch: int) -> Hidden:
-        return actor.initial_hidden(batch).get("actor", {})
+        hidden = actor.initial_hidden(batch)
+        return hidden["actor"] if bare else hidden
 
-    return ActingPolicy(step=step, initial_hidden=initial_hidden, recurrent=actor.recurrent)
+    return ActingPolicy(
+        step=step,
+        outputs=outputs,
+        initial_hidden=initial_hidden,
+        recurrent=actor.recurrent,
+        observation_size=len(measured),
+        estimates=tuple((s.name, s.output_size) for s in actor.model.stages),
+    )
 
 
 def get_acting_policy(cfg: TrainConfig, params: Any, normalizers: dict[str, NormalizerState]) -> ActingPolicy:
@@ -99,11 +149,12 @@ class LoadedPolicy:
 
     @property
     def observation_size(self) -> int:
-        return int(self.env.observation_shapes()["policy"][-1])
+        """What the deployed policy takes (see `ActingPolicy`)."""
+        return self.acting().observation_size
 
     @property
     def actor(self) -> Actor:
-        return actor_of(self.cfg, self.params)
+        return actor_of(self.cfg, self.params, self.env.components)
 
     def acting(self) -> ActingPolicy:
         return acting_policy(self.actor, self.params, self.normalizers)
@@ -121,11 +172,15 @@ class PolicyState:
 
 
 def init_policy_state(
-    key: jax.Array, cfg: TrainConfig, obs_shapes: dict[str, tuple[int, ...]], num_actions: int
+    key: jax.Array,
+    cfg: TrainConfig,
+    obs_shapes: dict[str, tuple[int, ...]],
+    num_actions: int,
+    components: dict | None = None,
 ) -> PolicyState:
     """Fresh policy parameters and one normaliser per observation group (AMP frames have none)."""
     return PolicyState(
-        params=make_policy_model(num_actions, cfg.policy).init(key, obs_shapes),
+        params=make_policy_model(num_actions, cfg.policy, components).init(key, obs_shapes),
         normalizers={k: init_normalizer(s) for k, s in obs_shapes.items() if k != AMP_GROUP},
     )
 
@@ -142,7 +197,8 @@ def load_policy(run: str | Path, checkpoint: int | None = None) -> LoadedPolicy:
     env = make_env_from_config(cfg.env, num_envs=1)
     shapes = env.observation_shapes()
     abstract = jax.eval_shape(
-        lambda key: init_policy_state(key, cfg, shapes, env.action_size), jax.random.PRNGKey(0)
+        lambda key: init_policy_state(key, cfg, shapes, env.action_size, env.components),
+        jax.random.PRNGKey(0),
     )
     params, normalizers, step = load_params_and_normalizers(run, abstract, checkpoint)
     return LoadedPolicy(cfg=cfg, params=params, normalizers=normalizers, step=step, env=env)

@@ -428,6 +428,7 @@ RULES: dict[str, Rule] = {
     "erfc": lambda g, eqn, x: g.op("Sub", _one(eqn), g.op("Erf", x)),
     "rsqrt": lambda g, eqn, x: g.op("Div", _one(eqn), g.op("Sqrt", x)),
     "square": lambda g, eqn, x: g.op("Mul", x, x),
+    "stop_gradient": lambda g, eqn, x: x,  # no gradients at inference
     "integer_pow": _integer_pow,
     "select_n": _select_n,
     "clamp": _clamp,

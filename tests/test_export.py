@@ -82,13 +82,13 @@ def test_onnx_matches_the_jax_policy(activation, clip):
     overrides = (f"policy.activation={activation}", f"env.clip_actions={clip}")
     cfg, params, normalizers, obs = random_policy(*overrides)
     expected = np.asarray(get_inference_policy(cfg, params, normalizers)(obs))  # eager: no compile per case
-    model = onnx_policy_model(cfg, params, normalizers, OBS)
+    model = onnx_policy_model(cfg, get_acting_policy(cfg, params, normalizers))
     np.testing.assert_allclose(run_onnx(model, obs), expected, atol=1e-5, rtol=0)
 
 
 def test_onnx_model_interface_and_normaliser_switch():
     cfg, params, normalizers, obs = random_policy("runner.empirical_normalization=false")
-    model = onnx_policy_model(cfg, params, normalizers, OBS)
+    model = onnx_policy_model(cfg, get_acting_policy(cfg, params, normalizers))
     assert model.opset_import[0].version == ONNX_OPSET and model.ir_version == ONNX_IR_VERSION
     assert [i.name for i in model.graph.input] == ["obs"]
     assert [o.name for o in model.graph.output] == ["actions"]
@@ -103,7 +103,7 @@ def test_onnx_model_interface_and_normaliser_switch():
 def test_onnx_graph_holds_only_what_the_action_needs():
     """Constants are folded (the normaliser's std, no transposes) and the unused std is left out."""
     cfg, params, normalizers, _ = random_policy("policy.activation=tanh", "env.clip_actions=null")
-    model = onnx_policy_model(cfg, params, normalizers, OBS)
+    model = onnx_policy_model(cfg, get_acting_policy(cfg, params, normalizers))
     assert sorted(n.op_type for n in model.graph.node) == sorted(
         ["Sub", "Div"] + ["MatMul", "Add"] * 3 + ["Tanh"] * 2 + ["Identity"]
     )
@@ -117,7 +117,7 @@ def test_onnx_refuses_what_it_cannot_express(monkeypatch):
     monkeypatch.setitem(ACTIVATIONS, "sorted", lambda x: jnp.sort(x, axis=-1))
     sorting = dataclasses.replace(cfg, policy=dataclasses.replace(cfg.policy, activation="sorted"))
     with pytest.raises(ExportError, match="primitive 'sort' has no ONNX translation"):
-        onnx_policy_model(sorting, params, normalizers, OBS)
+        onnx_policy_model(sorting, get_acting_policy(sorting, params, normalizers))
     batch = [TensorSpec("x", ("batch", 2))]
     with pytest.raises(ExportError, match="symbolic size"):
         function_to_onnx(lambda x: (jnp.zeros(2 * x.shape[0]),), batch, ["y"], **GRAPH)
@@ -160,7 +160,7 @@ def recurrent_onnx(request):
     """A random recurrent policy, its ONNX model and an onnxruntime session (built once per case)."""
     rnn_type, layers = request.param
     cfg, params, normalizers, obs = random_recurrent_policy(rnn_type, layers)
-    model = onnx_policy_model(cfg, params, normalizers, OBS)
+    model = onnx_policy_model(cfg, get_acting_policy(cfg, params, normalizers))
     return cfg, params, normalizers, obs, model, session(model)
 
 
@@ -196,7 +196,7 @@ def test_onnx_recurrent_policy_matches_the_jax_policy_over_steps(recurrent_onnx)
 def test_jax_export_artifact_reproduces_the_policy():
     cfg, params, normalizers, obs = random_policy("policy.activation=tanh")
     policy = get_inference_policy(cfg, params, normalizers)
-    exported = load_jax_policy(export_jax_policy(get_acting_policy(cfg, params, normalizers), OBS))
+    exported = load_jax_policy(export_jax_policy(get_acting_policy(cfg, params, normalizers)))
     for batch in (1, 33):
         expected = np.asarray(policy(obs[:batch]))
         np.testing.assert_allclose(np.asarray(exported(obs[:batch])), expected, atol=1e-6)
@@ -218,7 +218,7 @@ def test_jax_export_of_a_recurrent_policy_carries_the_hidden_state(rnn_type):
     acting = get_acting_policy(cfg, params, normalizers)
     with pytest.raises(ValueError, match="get_acting_policy"):
         get_inference_policy(cfg, params, normalizers)
-    exported = load_jax_policy(export_jax_policy(acting, OBS))
+    exported = load_jax_policy(export_jax_policy(acting))
     h_jax = h_exp = acting.initial_hidden(5)
     for t in range(3):
         a_jax, h_jax = acting.step(obs[5 * t : 5 * t + 5], h_jax)

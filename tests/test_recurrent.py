@@ -73,7 +73,7 @@ def test_masked_scan_equals_rsl_rl_split_and_pad(rnn_type, seed):
     hidden0 = model.initial_hidden(B)
     hidden0 = jax.tree.map(lambda x: jnp.asarray(rng.normal(size=x.shape), jnp.float32), hidden0)
     resets = np.concatenate([np.zeros((1, B), np.float32), dones[:-1]], 0)
-    mean, _, _ = model.sequence(params, {"policy": obs, "critic": obs}, hidden0, jnp.asarray(resets))
+    mean, _, _, _ = model.sequence(params, {"policy": obs, "critic": obs}, hidden0, jnp.asarray(resets))
 
     rnn = (torch.nn.LSTM if rnn_type == "lstm" else torch.nn.GRU)(D, H, L).double()
     _torch_from_flax(params["params"]["memory_a"], rnn)
@@ -124,7 +124,7 @@ def test_update_sequences_reproduce_rollout_log_probs(recurrent_learner):
     assert float(transitions.dones.sum()) > 0  # episodes of 20 steps end inside the rollout
     nobs = normalize_groups(ts.normalizers, transitions.obs, True)
     resets = jnp.concatenate([jnp.zeros_like(transitions.dones[:1]), transitions.dones[:-1]], 0)
-    mean, std, values = learner.model.sequence(ts.params, nobs, transitions.initial_hidden, resets)
+    mean, std, values, _ = learner.model.sequence(ts.params, nobs, transitions.initial_hidden, resets)
     np.testing.assert_allclose(
         gaussian_log_prob(transitions.actions, mean, std), transitions.log_prob, atol=1e-5
     )

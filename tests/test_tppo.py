@@ -235,13 +235,13 @@ def test_executed_actions_follow_the_mask_and_log_probs_are_the_students(tppo_ro
 def test_dagger_has_only_the_distillation_term(tppo_rollout, teacher_dir):
     learner, ts, _, transitions = tppo_rollout
     last_values = jnp.zeros(transitions.rewards.shape[1])
-    batch = learner.make_batch(ts, transitions, last_values)
+    batch, _ = learner.make_batch(ts, transitions, last_values)
     trainable = learner.trainable(ts.params, ts.parts)
     inputs = {"teacher": None}
     _, (losses, _, _, _) = jax.jit(learner.loss)(trainable, batch, ts.iteration, ts.parts, inputs)
     assert set(losses) == {"surrogate_loss", "value_loss", "entropy", "distillation_loss"}
     dagger = learner.replace(update_rule=PPOUpdate(ppo_terms=False))
-    dagger_batch = dagger.make_batch(ts, transitions, last_values)
+    dagger_batch, _ = dagger.make_batch(ts, transitions, last_values)
     total, (losses, _, _, _) = jax.jit(dagger.loss)(trainable, dagger_batch, ts.iteration, ts.parts, inputs)
     assert set(losses) == {"distillation_loss"}
     assert float(total) == pytest.approx(float(losses["distillation_loss"]))

@@ -11,9 +11,12 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from strl_jax.agents.estimator import check_estimator_config
+from strl_jax.agents.lr_schedulers import make_lr_scheduler
 from strl_jax.agents.motion_prior import AMP_GROUP, check_amp_config
 from strl_jax.agents.tppo import check_teacher_config
 from strl_jax.errors import ConfigError
+from strl_jax.networks.policy_classes import policy_class
 
 UPDATES = ("ppo", "behavior_cloning")
 
@@ -38,6 +41,8 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
     "APPO": AlgorithmSpec("ppo", ("amp",)),
     "ATPPO": AlgorithmSpec("ppo", ("teacher", "amp")),
     "Distillation": AlgorithmSpec("behavior_cloning", ("teacher",)),
+    "EstimatorPPO": AlgorithmSpec("ppo", ("estimator",)),
+    "EstimatorTPPO": AlgorithmSpec("ppo", ("teacher", "estimator")),
 }
 
 # Per part: checks of its config fields (cheap; files are read when the learner is built) and
@@ -45,6 +50,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
 PART_CONFIG_CHECKS: dict[str, Callable[[Any], None]] = {
     "teacher": check_teacher_config,
     "amp": check_amp_config,
+    "estimator": check_estimator_config,
 }
 PART_ENV_GROUPS: dict[str, tuple[str, ...]] = {"amp": (AMP_GROUP,)}
 
@@ -62,8 +68,48 @@ def env_groups(spec: AlgorithmSpec) -> tuple[str, ...]:
 
 
 def check_algorithm_config(cfg: Any) -> None:
-    """Run the config checks of every part of `algorithm.class_name` (assumes a known name)."""
-    for part in algorithm_spec(cfg.algorithm.class_name).parts:
+    """Run the config checks of every part of `algorithm.class_name` (assumes a known name), and
+    those of the options every update has."""
+    spec = algorithm_spec(cfg.algorithm.class_name)
+    for part in spec.parts:
         check = PART_CONFIG_CHECKS.get(part)
         if check is not None:
             check(cfg)
+    if policy_class(cfg.policy.class_name).stages and "estimator" not in spec.parts:
+        trains = [name for name, s in ALGORITHMS.items() if "estimator" in s.parts]
+        raise ConfigError(
+            f"policy.class_name {cfg.policy.class_name} has an estimator, which only {trains} train; "
+            f"algorithm.class_name is {cfg.algorithm.class_name}"
+        )
+    check_update_options(cfg, spec)
+
+
+def check_update_options(cfg: Any, spec: AlgorithmSpec) -> None:
+    """Learning-rate scheduler, rollout history and hidden-state resampling (st_rl's TPPO options,
+    available to every PPO-style update)."""
+    alg = cfg.algorithm
+    if alg.lr_scheduler_class_name is not None:
+        make_lr_scheduler(alg.lr_scheduler_class_name, alg.lr_scheduler, alg.learning_rate)
+    elif alg.lr_scheduler:
+        raise ConfigError("algorithm.lr_scheduler is set but algorithm.lr_scheduler_class_name is not")
+    ratio = alg.buffer_dilation_ratio
+    if ratio < 1 or ratio != int(ratio):
+        raise ConfigError(
+            f"algorithm.buffer_dilation_ratio must be a whole number of rollouts (1, 2, 3, ...), got {ratio}"
+        )
+    if not 0.0 <= alg.hidden_state_resample_prob <= 1.0:
+        raise ConfigError(
+            f"algorithm.hidden_state_resample_prob must lie in [0, 1], got {alg.hidden_state_resample_prob}"
+        )
+    if alg.hidden_state_resample_prob > 0 and not policy_class(cfg.policy.class_name).recurrent:
+        raise ConfigError("algorithm.hidden_state_resample_prob needs a recurrent policy")
+    if ratio > 1 and "amp" in spec.parts:
+        raise ConfigError(
+            "algorithm.buffer_dilation_ratio > 1 does not combine with AMP, whose discriminator keeps "
+            "its own replay of policy observations"
+        )
+    if not spec.minibatched and (ratio > 1 or alg.hidden_state_resample_prob > 0):
+        raise ConfigError(
+            f"algorithm.buffer_dilation_ratio and algorithm.hidden_state_resample_prob apply to the "
+            f"minibatch update of PPO-style algorithms, not to {cfg.algorithm.class_name}"
+        )

@@ -44,6 +44,7 @@ class StepContext:
     step_key: jax.Array  # this step's key (shared by all envs; fold in env ids for per-env draws)
     env_ids: jax.Array  # [N] global env indices
     iteration: jax.Array  # completed iterations before this one
+    estimates: dict = dataclasses.field(default_factory=dict)  # the policy's stages', env units
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +87,7 @@ class LossContext:
     std: jax.Array
     values: jax.Array  # [T, B]
     iteration: jax.Array
+    estimates: dict = dataclasses.field(default_factory=dict)  # the stages' outputs, [T, B, k]
 
 
 Losses = tuple[dict[str, jax.Array], dict[str, Any], dict[str, jax.Array]]

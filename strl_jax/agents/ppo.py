@@ -30,6 +30,7 @@ class PPOBatch:
     advantages: jax.Array
     returns: jax.Array
     parts: dict = struct.field(default_factory=dict)  # the parts' step fields by part name
+    draws: dict = struct.field(default_factory=dict)  # the policy's stored random draws
 
     STEP_FIELDS: ClassVar[tuple[str, ...]] = (
         "obs",
@@ -42,6 +43,7 @@ class PPOBatch:
         "advantages",
         "returns",
         "parts",
+        "draws",
     )
 
     def select_columns(self, idx: jax.Array) -> PPOBatch:

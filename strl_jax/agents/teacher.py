@@ -16,6 +16,7 @@ import jax
 from flax import struct
 
 from strl_jax.networks.acting import Actor
+from strl_jax.networks.gaussian import gaussian_sample
 from strl_jax.networks.normalizer import NormalizerState
 
 
@@ -35,6 +36,7 @@ class Teacher:
     from_sample: bool  # labels are samples of the teacher's Gaussian, not its mean
     initial_state: TeacherState
     source: str = ""  # where it was loaded from, for messages
+    input_layout: tuple = ()  # named components of the teacher's actor input, where known
 
     def initial_hidden(self, num_envs: int) -> dict:
         """Only the actor's memory: the teacher's critic is never run."""
@@ -47,9 +49,11 @@ class Teacher:
         """`(mean, std, hidden')` of the teacher for the student env's raw observation groups."""
         return self.actor.distribution(state.params, state.normalizers, obs, hidden)
 
-    def label(self, state: TeacherState, obs: dict, hidden: dict, keys: jax.Array):
-        """`(action labels, hidden')`: the mean action, or with `from_sample` a sample (one key per env)."""
-        labels, hidden = self.actor.act(
-            state.params, state.normalizers, obs, hidden, keys if self.from_sample else None
-        )
-        return jax.lax.stop_gradient(labels), hidden
+    def label(self, state: TeacherState, obs: dict, hidden: dict, keys: jax.Array, latents=()):
+        """`(action labels, {name: latent}, hidden')`: the mean action, or with `from_sample` a
+        sample (one key per env), and the `latents` (`networks.latents.LatentSource`) asked for."""
+        mean, std, hidden, estimates = self.actor.forward(state.params, state.normalizers, obs, hidden)
+        labels = jax.vmap(gaussian_sample)(keys, mean, std) if self.from_sample else mean
+        actor_input = self.actor.actor_input(state.normalizers, obs)
+        values = {src.name: src.read(estimates, actor_input) for src in latents}
+        return jax.lax.stop_gradient(labels), jax.lax.stop_gradient(values), hidden

@@ -28,8 +28,11 @@ from strl_jax.agents.teacher import Teacher, TeacherState
 from strl_jax.collectives import env_keys
 from strl_jax.errors import ConfigError
 from strl_jax.networks.gaussian import gaussian_log_prob
+from strl_jax.networks.latents import LatentSource
+from strl_jax.networks.policy_classes import POLICY_CLASSES
 
 DISTILL_TARGETS = ("real", "mse_sum", "l1", "tanh", "scaled_tanh", "max_log_prob")
+DISTILL_LATENT_TARGETS = ("real", "l1", "tanh", "scaled_tanh")  # st_rl's for latents
 
 
 def _binary_cross_entropy(p: jax.Array, target: jax.Array) -> jax.Array:
@@ -98,18 +101,26 @@ class TeacherPart(Part):
     """
 
     step_keys: ClassVar[int] = 2  # labels (when sampled) and mask redraws
-    sections: ClassVar[dict[str, str]] = {
-        "distillation": "Loss",
-        "teacher_act_prob": "Train",
-        "teacher_act_fraction": "Train",
-        "action_error": "Policy",
-    }
 
     teacher: Teacher
     act_prob: Schedule
     loss_coef: Schedule | None = None
     target: str = "real"
     acts: bool = True
+    # latent distillation: (student latent, teacher latent) pairs, their weight and distance
+    latents: tuple[tuple[LatentSource, LatentSource], ...] = ()
+    latent_coef: float = 1.0
+    latent_target: str = "real"
+
+    @property
+    def sections(self) -> dict[str, str]:  # type: ignore[override]
+        out = {
+            "distillation": "Loss",
+            "teacher_act_prob": "Train",
+            "teacher_act_fraction": "Train",
+            "action_error": "Policy",
+        }
+        return out | {f"distill_latent_{s.name}": "Loss" for s, _ in self.latents}
 
     def init(self, key: jax.Array, ctx: InitContext):
         """The mask is drawn with the first iteration's probability (one key per env)."""
@@ -121,13 +132,16 @@ class TeacherPart(Part):
     def act(self, train: TeacherState, rollout: TeacherRolloutState, ctx: StepContext, actions, keys):
         """Label every step; execute the label in envs whose mask is set."""
         label_keys, mask_keys = keys
-        labels, hidden = self.teacher.label(train, ctx.obs, rollout.hidden, label_keys)
+        teacher_latents = tuple(t for _, t in self.latents)
+        labels, latents, hidden = self.teacher.label(
+            train, ctx.obs, rollout.hidden, label_keys, teacher_latents
+        )
         executed = jnp.where(rollout.mask[:, None], labels, actions)
-        return executed, (labels, hidden, mask_keys)
+        return executed, (labels, latents, hidden, mask_keys)
 
     def on_step(self, train, rollout: TeacherRolloutState, ctx: StepContext, env: EnvStep, reward, acted):
         """Reset the teacher's memory and redraw the mask of finished episodes."""
-        labels, hidden, mask_keys = acted
+        labels, latents, hidden, mask_keys = acted
         prob = self.act_prob(ctx.iteration)
         new_rollout = TeacherRolloutState(
             mask=resample_mask(mask_keys, rollout.mask, env.done, prob),
@@ -137,15 +151,25 @@ class TeacherPart(Part):
         sums = {"action_error": jnp.linalg.norm(ctx.mean - labels, axis=-1).sum()}
         if self.acts:
             sums = {"teacher_act_fraction": rollout.mask.sum(), **sums}
-        return StepOutput(reward=reward, rollout=new_rollout, fields={"action_labels": labels}, sums=sums)
+        fields = {"action_labels": labels} | ({"latent_labels": latents} if latents else {})
+        return StepOutput(reward=reward, rollout=new_rollout, fields=fields, sums=sums)
 
     def losses(self, params, train, ctx: LossContext, inputs):
         if self.loss_coef is None:
             return {}, {}, {}
-        labels = ctx.batch.parts[self.name]["action_labels"]
-        loss = distillation_loss(self.target, ctx.mean, ctx.std, labels)
-        coef = self.loss_coef(ctx.iteration)
-        return {"distillation_loss": loss}, {"distillation_loss": coef}, {"distillation": loss}
+        fields = ctx.batch.parts[self.name]
+        loss = distillation_loss(self.target, ctx.mean, ctx.std, fields["action_labels"])
+        losses = {"distillation_loss": loss}
+        coefs = {"distillation_loss": self.loss_coef(ctx.iteration)}
+        metrics = {"distillation": loss}
+        for student, teacher in self.latents:
+            latent = student.read(ctx.estimates, ctx.batch.obs["policy"])
+            name = f"distill_latent_{student.name}"
+            losses[name] = metrics[name] = distillation_loss(
+                self.latent_target, latent, None, fields["latent_labels"][teacher.name]
+            )
+            coefs[name] = self.latent_coef
+        return losses, coefs, metrics
 
     def iteration_metrics(self, train, sums: dict, num_samples, iteration):
         metrics = super().iteration_metrics(train, sums, num_samples, iteration)
@@ -173,14 +197,27 @@ def check_teacher_config(cfg: Any) -> None:
         )
     choices = {
         "algorithm.distill_target": (alg.distill_target, list(DISTILL_TARGETS)),
+        "algorithm.distill_latent_target": (alg.distill_latent_target, list(DISTILL_LATENT_TARGETS)),
         "algorithm.loss_type": (alg.loss_type, list(LOSS_TYPES)),
         "algorithm.teacher_policy.class_name": (
             alg.teacher_policy.class_name,
-            ["ActorCritic", "ActorCriticRecurrent"],
+            list(POLICY_CLASSES),
         ),
     }
     for key, (value, valid) in choices.items():
         if value not in valid:
             raise ConfigError(f"unknown {key} {value!r}; valid choices: {valid}")
+    mapping = alg.distill_latent_obs_component_mapping
+    if mapping:
+        if cfg.algorithm.class_name == "Distillation":
+            raise ConfigError(
+                "algorithm.distill_latent_obs_component_mapping is a TPPO option, not Distillation's"
+            )
+        bad = [k for k, v in mapping.items() if not isinstance(k, str) or not isinstance(v, str)]
+        if bad:
+            raise ConfigError(
+                "algorithm.distill_latent_obs_component_mapping maps student latent names to teacher "
+                f"latent names (strings); got {mapping!r}"
+            )
     if alg.gradient_length < 1:
         raise ConfigError(f"algorithm.gradient_length must be at least 1, got {alg.gradient_length}")

@@ -26,5 +26,8 @@ class Transition:
     # Recurrent policies: hidden state before the first step ([L, N, H] leaves), from which the
     # update re-runs the sequences; the states of later steps follow from it and `dones`.
     initial_hidden: Any = None
+    # Random draws the policy made while acting (the estimator stages' replacement masks, [T, N]),
+    # replayed by the update so every action is re-evaluated on the input it was chosen with.
+    draws: dict = struct.field(default_factory=dict)
     # Per-step fields of the learner's parts, by part name ({"teacher": {"action_labels": ...}}).
     parts: dict = struct.field(default_factory=dict)

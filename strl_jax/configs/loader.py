@@ -21,6 +21,7 @@ from strl_jax.envs.brax_env import available_backends
 from strl_jax.envs.tasks import task_family
 from strl_jax.errors import ConfigError
 from strl_jax.networks.mlp import ACTIVATIONS
+from strl_jax.networks.policy_classes import check_policy_stages, policy_class
 
 PRESET_PACKAGE = "strl_jax.presets"  # the top-level configs/ folder (pyproject.toml maps it)
 
@@ -214,7 +215,6 @@ def validate_config(cfg: TrainConfig) -> None:
         raise ConfigError(f"unknown backend {cfg.env.backend!r}; valid backends: {available_backends()}")
     choices = {
         "algorithm.class_name": (cfg.algorithm.class_name, list(ALGORITHMS)),
-        "policy.class_name": (cfg.policy.class_name, ["ActorCritic", "ActorCriticRecurrent"]),
         "policy.rnn_type": (cfg.policy.rnn_type, ["lstm", "gru"]),
         "algorithm.schedule": (cfg.algorithm.schedule, ["fixed", "adaptive"]),
         "algorithm.optimizer": (cfg.algorithm.optimizer, ["adam", "adamw", "sgd"]),
@@ -224,6 +224,7 @@ def validate_config(cfg: TrainConfig) -> None:
     for key, (value, valid) in choices.items():
         if value not in valid:
             raise ConfigError(f"unknown {key} {value!r}; valid choices: {valid}")
+    check_policy_stages(cfg.policy)  # class name, estimator / adaptor settings
     check_algorithm_config(cfg)  # the checks of the algorithm's parts (teacher, discriminator, ...)
     if cfg.policy.activation.lower() not in ACTIVATIONS:
         raise ConfigError(
@@ -246,7 +247,7 @@ def validate_config(cfg: TrainConfig) -> None:
             raise ConfigError(f"{key} must be at least 1, got {value}")
     if not algorithm_spec(cfg.algorithm.class_name).minibatched:
         return  # e.g. Distillation: the update walks the whole rollout in time order
-    if cfg.policy.class_name == "ActorCriticRecurrent":
+    if policy_class(cfg.policy.class_name).recurrent:
         if cfg.env.num_envs % cfg.algorithm.num_mini_batches:
             raise ConfigError(
                 f"algorithm.num_mini_batches={cfg.algorithm.num_mini_batches} must divide env.num_envs="

@@ -22,6 +22,10 @@ class EnvConfig:
     # group name -> indices of the Brax observation it sees; groups not named see all of it.
     # e.g. {policy: [0, 1]} hides inverted_pendulum's velocities from the actor.
     obs_groups: dict = field(default_factory=dict)
+    # group name -> component names (st_rl's `obs_components`): the group keeps only these
+    # components of its layout, in this order (Brax groups get names through `obs_groups`:
+    # {policy: {cart: [0], pole: [1]}}). e.g. {policy: [base_ang_vel, projected_gravity, ...]}.
+    obs_components: dict = field(default_factory=dict)
     # AMP: components of the AMP observation frame (strl_jax.envs.amp_obs); None: the task's default
     amp_obs_components: tuple[str, ...] | None = None
     # MuJoCo Playground tasks only: overrides of the task's own config (its `default_config()` keys,
@@ -57,6 +61,20 @@ class PolicyConfig:
     rnn_type: str = "lstm"
     rnn_hidden_size: int = 256
     rnn_num_layers: int = 1
+    # StateAc, StateAcRecurrent, PrivilegeStateAcRecurrent (st_rl `EstimatorMixin`): an estimator
+    # predicts `estimator_target_components` of the critic group from `estimator_obs_components`
+    # of the policy group and, with `replace_state_prob`, replaces them in the actor's input.
+    estimator_obs_components: tuple[str, ...] | None = None
+    estimator_target_components: tuple[str, ...] | None = None
+    estimator_kwargs: dict = field(default_factory=dict)  # st_rl MlpModel: hidden_sizes, nonlinearity
+    use_actor_rnn: bool = False  # recurrent policies: the estimator reads the actor's memory output
+    replace_state_prob: float = 0.0
+    # PrivilegeStateAcRecurrent (st_rl `PrivilegeEstimatorMixin`): the adaptor, applied first
+    adaptor_obs_components: tuple[str, ...] | None = None
+    adaptor_target_components: tuple[str, ...] | None = None
+    adaptor_kwargs: dict = field(default_factory=dict)
+    privilege_replace_state_prob: float = 0.0
+    adaptor_recurrent: bool = True  # its own memory (recurrent policies); false: an MLP adaptor
     # APPO / ATPPO only
     amp_discriminator: AmpDiscriminatorConfig = field(default_factory=AmpDiscriminatorConfig)
 
@@ -109,6 +127,27 @@ class AlgorithmConfig:
     using_ppo: bool = True  # false: pure DAgger, only the distillation loss
     distillation_loss_coef: float | str = 1.0  # a number or a schedule name like teacher_act_prob
     distill_target: str = "real"  # real | mse_sum | l1 | tanh | scaled_tanh | max_log_prob
+    # TPPO: latent distillation {student latent: teacher latent} (a stage name such as `estimator`,
+    # or an observation component of the actor's input), its weight and distance (real | l1 |
+    # tanh | scaled_tanh)
+    distill_latent_obs_component_mapping: dict | None = None
+    distill_latent_coef: float = 1.0
+    distill_latent_target: str = "real"
+    # the update's batch holds this many rollouts (the newest and the ones before), st_rl's
+    # QueueRolloutStorage; a whole number
+    buffer_dilation_ratio: float = 1.0
+    # a torch.optim.lr_scheduler by class name with its kwargs, stepped once per iteration
+    lr_scheduler_class_name: str | None = None
+    lr_scheduler: dict = field(default_factory=dict)
+    # recurrent policies: each trajectory of a minibatch starts from a uniform(-1, 1) hidden state
+    # with this probability
+    hidden_state_resample_prob: float = 0.0
+    # EstimatorPPO / EstimatorTPPO: the loss of the policy's estimator and adaptor (torch.nn.functional
+    # names: mse_loss | l1_loss | smooth_l1_loss | huber_loss), summed over features, mean over samples
+    estimator_loss_func: str = "mse_loss"
+    estimator_loss_kwargs: dict = field(default_factory=dict)
+    estimator_loss_coef: float = 1.0
+    adaptor_loss_coef: float = 1.0
     # Distillation: truncated BPTT length in steps, and the behaviour-cloning loss (mse | huber)
     gradient_length: int = 15
     loss_type: str = "mse"

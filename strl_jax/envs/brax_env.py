@@ -1,4 +1,5 @@
-"""Brax environments as strl_jax tasks: the task registry, backends and index-based groups.
+"""Brax environments as strl_jax tasks: the task registry, backends and index-based groups
+(unnamed index lists, or `{component: [indices]}` mappings that name the group's components).
 
 Batching, fresh-random auto-reset and truncation are `strl_jax.envs.vec_env.VecEnv`'s.
 """
@@ -6,14 +7,16 @@ Batching, fresh-random auto-reset and truncation are `strl_jax.envs.vec_env.VecE
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import brax.envs
 import jax
-import jax.numpy as jnp
 
+from strl_jax.envs.playground_components import Layout
 from strl_jax.envs.vec_env import Observation, VecEnv
 from strl_jax.errors import ConfigError
+from strl_jax.static_take import take_static
 
 BACKENDS = ("mjx", "generalized", "positional", "spring")
 
@@ -27,38 +30,70 @@ def available_backends() -> list[str]:
     return list(BACKENDS)
 
 
+Indices = tuple[int, ...]
+NAMING_HINT = "a Brax task names them with env.obs_groups.<group> as a mapping {component: [indices]}"
+
+
 @dataclasses.dataclass(frozen=True)
 class ObservationGroups:
     """Named views of the Brax observation: `(name, indices or None for all)` per group.
 
-    `policy` and `critic` always exist; by default both see the whole observation.
+    `policy` and `critic` always exist; by default both see the whole observation. `layouts`
+    names the components of the groups given as mappings: `(group, ((name, size), ...))`.
     """
 
-    groups: tuple[tuple[str, tuple[int, ...] | None], ...] = (("policy", None), ("critic", None))
+    groups: tuple[tuple[str, Indices | None], ...] = (("policy", None), ("critic", None))
+    layouts: tuple[tuple[str, Layout], ...] = ()
+
+    @property
+    def components(self) -> dict[str, Layout]:
+        return dict(self.layouts)
 
     def __call__(self, brax_state: Any) -> Observation:
         obs = brax_state.obs
-        return {name: obs if idx is None else obs[..., jnp.asarray(idx)] for name, idx in self.groups}
+        return {name: obs if idx is None else take_static(obs, idx) for name, idx in self.groups}
+
+
+def group_indices(where: str, idx: Any, observation_size: int) -> Indices:
+    """Validate one list of indices into the observation (`where` names it in errors)."""
+    if (
+        not isinstance(idx, list | tuple)
+        or not idx
+        or not all(isinstance(i, int) and not isinstance(i, bool) for i in idx)
+    ):
+        raise ConfigError(f"{where} must be a non-empty list of integer indices, got {idx!r}")
+    bad = [i for i in idx if not -observation_size <= i < observation_size]
+    if bad:
+        raise ConfigError(f"{where} has indices {bad} outside the observation of size {observation_size}")
+    return tuple(idx)
+
+
+def named_group(name: str, spec: Mapping, observation_size: int) -> tuple[Indices, Layout]:
+    """A group given as `{component: [indices]}`: the concatenated indices and its layout."""
+    where = f"env.obs_groups.{name}"
+    if not spec:
+        raise ConfigError(f"{where} must name at least one component {{component: [indices]}}, got {{}}")
+    bad = [c for c in spec if not isinstance(c, str)]
+    if bad:
+        raise ConfigError(f"{where}: component names must be strings, got {bad}")
+    parts = {c: group_indices(f"{where}.{c}", idx, observation_size) for c, idx in spec.items()}
+    indices = tuple(i for idx in parts.values() for i in idx)
+    return indices, tuple((c, len(idx)) for c, idx in parts.items())
 
 
 def make_observation_groups(spec: dict, observation_size: int) -> ObservationGroups:
-    """Validate `env.obs_groups` ({group: [indices]}) against the env's observation size."""
-    groups: dict[str, tuple[int, ...] | None] = {"policy": None, "critic": None}
+    """Validate `env.obs_groups` against the env's observation size: per group a list of indices
+    (unnamed), a mapping `{component: [indices]}` (named, concatenated in order) or null (all)."""
+    groups: dict[str, Indices | None] = {"policy": None, "critic": None}
+    layouts: dict[str, Layout] = {}
     for name, idx in spec.items():
         if idx is None:
             groups[name] = None
-            continue
-        if not isinstance(idx, list | tuple) or not idx or not all(isinstance(i, int) for i in idx):
-            raise ConfigError(
-                f"env.obs_groups.{name} must be a non-empty list of integer indices, got {idx!r}"
-            )
-        bad = [i for i in idx if not -observation_size <= i < observation_size]
-        if bad:
-            raise ConfigError(
-                f"env.obs_groups.{name} has indices {bad} outside the observation of size {observation_size}"
-            )
-        groups[name] = tuple(idx)
-    return ObservationGroups(tuple(groups.items()))
+        elif isinstance(idx, Mapping):
+            groups[name], layouts[name] = named_group(name, idx, observation_size)
+        else:
+            groups[name] = group_indices(f"env.obs_groups.{name}", idx, observation_size)
+    return ObservationGroups(tuple(groups.items()), tuple(layouts.items()))
 
 
 def make_brax_env(
@@ -80,6 +115,9 @@ def make_brax_env(
         env = brax.envs.get_environment(task, backend=backend, **(env_kwargs or {}))
     except TypeError as err:
         raise ConfigError(f"env.env_kwargs {env_kwargs!r} do not fit brax task {task!r}: {err}") from None
+    # eval_shape: Brax's `observation_size` runs an uncompiled reset (seconds per env build).
+    size = int(jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs.shape[-1])
+    observe = make_observation_groups(obs_groups or {}, size)
     return VecEnv(
         env=env,
         task=task,
@@ -87,8 +125,6 @@ def make_brax_env(
         episode_length=episode_length,
         action_repeat=action_repeat,
         clip_actions=clip_actions,
-        # eval_shape: Brax's `observation_size` runs an uncompiled reset (seconds per env build).
-        observe=make_observation_groups(
-            obs_groups or {}, int(jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs.shape[-1])
-        ),
+        observe=observe,
+        components=observe.components,
     )

@@ -4,14 +4,20 @@
 from __future__ import annotations
 
 from strl_jax.envs.amp_obs import WithAmpObservation
+from strl_jax.envs.brax_env import NAMING_HINT as BRAX_NAMING_HINT
 from strl_jax.envs.brax_env import available_tasks as brax_tasks
 from strl_jax.envs.brax_env import make_brax_env
 from strl_jax.envs.menagerie import EXTRA
+from strl_jax.envs.obs_components import select_components
 from strl_jax.envs.playground_env import make_playground_env, playground_tasks
 from strl_jax.envs.vec_env import VecEnv
 from strl_jax.errors import ConfigError
 
 FAMILIES = ("brax", "playground")
+PLAYGROUND_NAMING_HINT = (
+    "a Playground group has components where strl_jax.envs.playground_components lays out "
+    "the task's observation keys"
+)
 
 
 def task_family(task: str) -> str:
@@ -39,6 +45,7 @@ def make_env_from_config(env_cfg, num_envs: int | None = None, amp: bool = False
     """Build from an `EnvConfig`; `num_envs` overrides the configured count (evaluation envs).
 
     `amp` adds the `amp` group: the AMP frame of the physics state (`env.amp_obs_components`).
+    `env.obs_components` selects components of the groups (before the `amp` group is added).
     """
     count = env_cfg.num_envs if num_envs is None else num_envs
     if task_family(env_cfg.task) == "playground":
@@ -46,7 +53,7 @@ def make_env_from_config(env_cfg, num_envs: int | None = None, amp: bool = False
             raise ConfigError(
                 f"AMP observation frames are defined for Brax tasks, not for Playground task {env_cfg.task!r}"
             )
-        return make_playground_env(
+        env = make_playground_env(
             task=env_cfg.task,
             num_envs=count,
             episode_length=env_cfg.episode_length,
@@ -56,6 +63,7 @@ def make_env_from_config(env_cfg, num_envs: int | None = None, amp: bool = False
             obs_groups=env_cfg.obs_groups,
             domain_randomization=env_cfg.domain_randomization,
         )
+        return select_components(env, env_cfg.obs_components, PLAYGROUND_NAMING_HINT)
     if env_cfg.playground:
         raise ConfigError(
             f"env.playground applies to MuJoCo Playground tasks, not to Brax task {env_cfg.task!r}"
@@ -70,6 +78,7 @@ def make_env_from_config(env_cfg, num_envs: int | None = None, amp: bool = False
         env_kwargs=env_cfg.env_kwargs,
         obs_groups=env_cfg.obs_groups,
     )
+    env = select_components(env, env_cfg.obs_components, BRAX_NAMING_HINT)
     if not amp:
         return env
     components = None if env_cfg.amp_obs_components is None else tuple(env_cfg.amp_obs_components)

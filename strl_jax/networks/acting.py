@@ -13,6 +13,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from strl_jax.networks.estimators import StageUnits, raw_estimates
 from strl_jax.networks.gaussian import gaussian_sample
 from strl_jax.networks.normalizer import NormalizerState, normalize
 from strl_jax.networks.policy import Hidden, PolicyModel, reset_hidden_groups
@@ -39,9 +40,9 @@ class Actor:
         return self.model.recurrent
 
     def initial_hidden(self, batch: int) -> Hidden:
-        """The actor's memory only: `{"actor": h}`, or `{}` for a feed-forward policy."""
-        hidden = self.model.initial_hidden(batch)
-        return {"actor": hidden["actor"]} if hidden else {}
+        """The acting memories: `{"actor": h}` plus any estimator stage's own, `{}` for a
+        feed-forward policy (the critic's memory is never run)."""
+        return {k: v for k, v in self.model.initial_hidden(batch).items() if k != "critic"}
 
     def reset_hidden(self, hidden: Hidden, done: jax.Array) -> Hidden:
         return reset_hidden_groups(hidden, done)
@@ -51,9 +52,24 @@ class Actor:
         x = obs[self.obs_group]
         return normalize(normalizers[ACTOR_INPUT], x) if self.normalize_obs else x
 
-    def distribution(self, params: Any, normalizers: dict, obs: dict, hidden: Hidden):
+    def units(self, normalizers: dict[str, NormalizerState]) -> StageUnits | None:
+        """Unit conversions of the policy's estimator stages under its run's normalisers."""
+        return self.model.units(normalizers, self.normalize_obs, ACTOR_INPUT)
+
+    def forward(self, params: Any, normalizers: dict, obs: dict, hidden: Hidden, draws=None):
+        """`(mean, std, hidden', estimates)` for raw observation groups; `draws` are the estimator
+        stages' replacement masks (None: inference, every replacing stage replaces)."""
+        nobs = {ACTOR_INPUT: self.actor_input(normalizers, obs)}
+        return self.model.forward(params, nobs, hidden, draws, self.units(normalizers))
+
+    def distribution(self, params: Any, normalizers: dict, obs: dict, hidden: Hidden, draws=None):
         """`(mean, std, hidden')` for raw observation groups."""
-        return self.model.distribution(params, {ACTOR_INPUT: self.actor_input(normalizers, obs)}, hidden)
+        mean, std, hidden, _ = self.forward(params, normalizers, obs, hidden, draws)
+        return mean, std, hidden
+
+    def raw_estimates(self, normalizers: dict, estimates: dict) -> dict:
+        """The stages' estimates in the env's units."""
+        return raw_estimates(estimates, self.units(normalizers))
 
     def clip(self, actions: jax.Array) -> jax.Array:
         c = self.clip_actions

@@ -9,6 +9,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from strl_jax.networks.estimators import Stage, StageSpec, StageUnits, run_stages
 from strl_jax.networks.mlp import MLP
 
 NOISE_STD_TYPES = ("scalar", "log")
@@ -51,23 +52,31 @@ class ActorCritic(nn.Module):
     activation: str = "elu"
     init_noise_std: float = 1.0
     noise_std_type: str = "scalar"
+    stages: tuple[StageSpec, ...] = ()  # estimator / adaptor before the actor (StateAc)
 
     def setup(self) -> None:
         self.actor = MLP(tuple(self.actor_hidden_dims), self.action_dim, self.activation, 0.01)
         self.critic = MLP(tuple(self.critic_hidden_dims), 1, self.activation, 1.0)
         self.std_param = std_parameter(self)
+        self.stage = {s.name: Stage(s) for s in self.stages}
 
     def __call__(
         self, policy_obs: jax.Array, critic_obs: jax.Array
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
         """Used for initialisation: touches every parameter."""
-        mean, std = self.distribution(policy_obs)
+        mean, std, _, _ = self.forward(policy_obs, {}, None, None)
         return mean, std, self.value(critic_obs)
 
+    def forward(self, policy_obs: jax.Array, hidden: dict, draws: dict | None, units: StageUnits | None):
+        """`(mean, std, hidden, estimates)`: the stages (`networks.estimators`), then the actor."""
+        x, hidden, estimates = run_stages(self.stage, self.stages, policy_obs, hidden, draws, units)
+        mean = self.actor(x)
+        return mean, std_from_parameter(self.std_param, self.noise_std_type, mean.shape), hidden, estimates
+
     def distribution(self, policy_obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """Mean and std of the action distribution for normalised policy observations."""
-        mean = self.actor(policy_obs)
-        return mean, std_from_parameter(self.std_param, self.noise_std_type, mean.shape)
+        """Mean and std of the action distribution for normalised policy observations (inference)."""
+        mean, std, _, _ = self.forward(policy_obs, {}, None, None)
+        return mean, std
 
     def value(self, critic_obs: jax.Array) -> jax.Array:
         """State value for normalised critic observations, without the trailing unit axis."""

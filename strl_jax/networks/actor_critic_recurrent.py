@@ -8,6 +8,7 @@ import flax.linen as nn
 import jax
 
 from strl_jax.networks.actor_critic import std_from_parameter, std_parameter
+from strl_jax.networks.estimators import Stage, StageSpec, StageUnits, run_stages
 from strl_jax.networks.memory import Memory
 from strl_jax.networks.mlp import MLP
 
@@ -24,6 +25,7 @@ class ActorCriticRecurrent(nn.Module):
     rnn_type: str = "lstm"
     rnn_hidden_size: int = 256
     rnn_num_layers: int = 1
+    stages: tuple[StageSpec, ...] = ()  # estimator / adaptor (StateAcRecurrent, PrivilegeStateAcRecurrent)
 
     def setup(self) -> None:
         self.memory_a = Memory(self.rnn_type, self.rnn_hidden_size, self.rnn_num_layers)
@@ -31,18 +33,26 @@ class ActorCriticRecurrent(nn.Module):
         self.actor = MLP(tuple(self.actor_hidden_dims), self.action_dim, self.activation, 0.01)
         self.critic = MLP(tuple(self.critic_hidden_dims), 1, self.activation, 1.0)
         self.std_param = std_parameter(self)
+        memory = dict(rnn_type=self.rnn_type, rnn_hidden_size=self.rnn_hidden_size)
+        self.stage = {s.name: Stage(s, **memory, rnn_num_layers=self.rnn_num_layers) for s in self.stages}
 
-    def __call__(self, policy_obs, critic_obs, hidden_a, hidden_c):
+    def __call__(self, policy_obs, critic_obs, hidden: dict):
         """Used for initialisation: touches every parameter."""
-        mean, std, _ = self.distribution(policy_obs, hidden_a)
-        value, _ = self.value(critic_obs, hidden_c)
+        mean, std, _, _ = self.forward(policy_obs, hidden, None, None)
+        value, _ = self.value(critic_obs, hidden["critic"])
         return mean, std, value
 
-    def distribution(self, policy_obs: jax.Array, hidden_a):
-        """Action mean and std for one step, and the actor's next hidden state."""
-        features, hidden_a = self.memory_a(policy_obs, hidden_a)
+    def forward(self, policy_obs: jax.Array, hidden: dict, draws: dict | None, units: StageUnits | None):
+        """`(mean, std, hidden', estimates)` for one step: the stages that read the observation,
+        the actor's memory, the stage that reads the memory's output (`use_actor_rnn`), the actor.
+        Only the actor's and the stages' memories in `hidden` change."""
+        x, hidden, estimates = run_stages(self.stage, self.stages, policy_obs, hidden, draws, units)
+        features, hidden["actor"] = self.memory_a(x, hidden["actor"])
+        for s in self.stages:
+            if s.reads_actor_memory:
+                estimates[s.name] = self.stage[s.name](features, None)[0]
         mean = self.actor(features)
-        return mean, std_from_parameter(self.std_param, self.noise_std_type, mean.shape), hidden_a
+        return mean, std_from_parameter(self.std_param, self.noise_std_type, mean.shape), hidden, estimates
 
     def value(self, critic_obs: jax.Array, hidden_c):
         """State value for one step, and the critic's next hidden state."""

@@ -11,10 +11,12 @@ import jax.numpy as jnp
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "elu": nn.elu,
     "selu": nn.selu,
+    "celu": nn.celu,
     "relu": nn.relu,
     "crelu": lambda x: jnp.concatenate([nn.relu(x), nn.relu(-x)], axis=-1),
     "lrelu": nn.leaky_relu,
     "leaky_relu": nn.leaky_relu,
+    "leakyrelu": nn.leaky_relu,  # torch's class name, as st_rl configs write it (`LeakyReLU`)
     "tanh": nn.tanh,
     "sigmoid": nn.sigmoid,
     "softplus": nn.softplus,

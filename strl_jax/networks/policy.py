@@ -18,16 +18,26 @@ from flax import struct
 
 from strl_jax.networks.actor_critic import ActorCritic
 from strl_jax.networks.actor_critic_recurrent import ActorCriticRecurrent
+from strl_jax.networks.estimators import (
+    StageSpec,
+    StageUnits,
+    draw_replacements,
+    measured_indices,
+    stage_units,
+)
 from strl_jax.networks.memory import initial_hidden, reset_hidden
+from strl_jax.networks.policy_classes import policy_class, resolve_stages
 
-POLICY_CLASSES = ("ActorCritic", "ActorCriticRecurrent")
-
-Hidden = dict[str, Any]  # {"actor": h, "critic": h} for recurrent policies, {} otherwise
+Hidden = dict[str, Any]  # {"actor": h, "critic": h, <stage>: h} for recurrent policies, {} otherwise
 
 
 @struct.dataclass
 class PolicyModel:
-    """Pure functions of `(params, normalised observation groups, hidden)`."""
+    """Pure functions of `(params, normalised observation groups, hidden)`.
+
+    `draws` (the replacement masks of the estimator stages, see `networks.estimators`) and `units`
+    (their unit conversions) default to inference: every replacing stage replaces, in raw units.
+    """
 
     module: nn.Module = struct.field(pytree_node=False)
 
@@ -39,33 +49,55 @@ class PolicyModel:
     def noise_std_type(self) -> str:
         return self.module.noise_std_type
 
+    @property
+    def stages(self) -> tuple[StageSpec, ...]:
+        return tuple(self.module.stages)
+
     def initial_hidden(self, batch: int) -> Hidden:
         if not self.recurrent:
             return {}
         m = self.module
         make = lambda: initial_hidden(m.rnn_type, m.rnn_num_layers, batch, m.rnn_hidden_size)
-        return {"actor": make(), "critic": make()}
+        hidden = {"actor": make(), "critic": make()}
+        return hidden | {s.name: make() for s in self.stages if s.memory}
 
     def init(self, key: jax.Array, obs_shapes: dict[str, tuple[int, ...]]):
         dummy = {k: jnp.zeros((1,) + tuple(s)) for k, s in obs_shapes.items()}
         if not self.recurrent:
             return self.module.init(key, dummy["policy"], dummy["critic"])
-        hidden = self.initial_hidden(1)
-        return self.module.init(key, dummy["policy"], dummy["critic"], hidden["actor"], hidden["critic"])
+        return self.module.init(key, dummy["policy"], dummy["critic"], self.initial_hidden(1))
 
-    def distribution(self, params, nobs: dict, hidden: Hidden):
-        """`(mean, std, hidden')` for one step; only the actor's part of `hidden` changes."""
-        if not self.recurrent:
-            mean, std = self.module.apply(params, nobs["policy"], method=ActorCritic.distribution)
-            hidden_out = hidden
-        else:
-            mean, std, h_a = self.module.apply(
-                params, nobs["policy"], hidden["actor"], method=ActorCriticRecurrent.distribution
-            )
-            hidden_out = {**hidden, "actor": h_a}
+    def draw(self, keys: jax.Array) -> dict[str, jax.Array]:
+        """This step's replacement masks, one key per env ({} without replacing stages)."""
+        return draw_replacements(self.stages, keys)
+
+    @property
+    def draws_anything(self) -> bool:
+        return any(s.replaces for s in self.stages)
+
+    def units(self, normalizers: dict, enabled: bool, actor_group: str = "policy") -> StageUnits | None:
+        """The stages' unit conversions under these normalisers (None: not normalised)."""
+        return stage_units(self.stages, normalizers if enabled else None, actor_group)
+
+    def measured_indices(self, size: int):
+        """Entries of the policy observation that inference reads (see `networks.estimators`)."""
+        return measured_indices(self.stages, size)
+
+    def forward(self, params, nobs: dict, hidden: Hidden, draws=None, units=None):
+        """`(mean, std, hidden', estimates)` for one step; the critic's memory does not change."""
+        method = ActorCriticRecurrent.forward if self.recurrent else ActorCritic.forward
+        own = hidden if self.recurrent else {}
+        mean, std, new_hidden, estimates = self.module.apply(
+            params, nobs["policy"], own, draws, units, method=method
+        )
         chex.assert_equal_shape([mean, std])
         chex.assert_shape(mean, (*nobs["policy"].shape[:-1], self.module.action_dim))
-        return mean, std, hidden_out
+        return mean, std, {**hidden, **new_hidden} if self.recurrent else hidden, estimates
+
+    def distribution(self, params, nobs: dict, hidden: Hidden, draws=None, units=None):
+        """`(mean, std, hidden')` for one step."""
+        mean, std, hidden, _ = self.forward(params, nobs, hidden, draws, units)
+        return mean, std, hidden
 
     def value_and_hidden(self, params, nobs: dict, hidden: Hidden):
         """`(value, hidden')` for one step; only the critic's part of `hidden` changes."""
@@ -80,32 +112,56 @@ class PolicyModel:
         """Value of `nobs` without advancing the hidden state (bootstrapping must not move it)."""
         return self.value_and_hidden(params, nobs, hidden)[0]
 
-    def step(self, params, nobs: dict, hidden: Hidden):
-        """`(mean, std, value, hidden')` for one acting step."""
-        mean, std, hidden = self.distribution(params, nobs, hidden)
+    def step(self, params, nobs: dict, hidden: Hidden, draws=None, units=None):
+        """`(mean, std, value, hidden', estimates)` for one acting step."""
+        mean, std, hidden, estimates = self.forward(params, nobs, hidden, draws, units)
         value, hidden = self.value_and_hidden(params, nobs, hidden)
-        return mean, std, value, hidden
+        return mean, std, value, hidden, estimates
 
-    def sequence(self, params, nobs: dict, hidden0: Hidden, resets: jax.Array):
-        """Re-evaluate stored `[T, B]` steps: `(mean, std, value)`, each `[T, B, ...]`.
+    def sequence(
+        self, params, nobs: dict, hidden0: Hidden, resets: jax.Array, draws=None, units=None, resample=None
+    ):
+        """Re-evaluate stored `[T, B]` steps: `(mean, std, value, estimates)`, each `[T, B, ...]`.
 
         Recurrent: a scan from the stored initial state, zeroing the carry of sequences whose
         previous step ended an episode (`resets[t] = done[t-1]`): the same numbers as rsl_rl's
-        split-and-pad evaluation, without padding.
+        split-and-pad evaluation, without padding. `draws` are the stored replacement masks.
+        `resample = (key, prob)`: st_rl TPPO's `hidden_state_resample_prob`, every trajectory
+        (a column's first step, or a step after an episode ended) starts from uniform(-1, 1)
+        memories with probability `prob`.
         """
         chex.assert_shape(resets, nobs["policy"].shape[:2])
         if not self.recurrent:
-            mean, std, _ = self.distribution(params, nobs, hidden0)
-            return mean, std, self.value(params, nobs, hidden0)
+            mean, std, _, estimates = self.forward(params, nobs, hidden0, draws, units)
+            return mean, std, self.value(params, nobs, hidden0), estimates
+        steps = resets.shape[0]
+        starts = resets.at[0].set(1.0)
+        keys = jax.random.split(jax.random.PRNGKey(0) if resample is None else resample[0], steps)
 
         def body(hidden, xs):
-            obs_t, reset_t = xs
+            obs_t, reset_t, draws_t, start_t, key_t = xs
             hidden = reset_hidden_groups(hidden, reset_t)
-            mean, std, value, hidden = self.step(params, obs_t, hidden)
-            return hidden, (mean, std, value)
+            if resample is not None:
+                hidden = resample_hidden(hidden, start_t > 0, key_t, resample[1])
+            mean, std, value, hidden, estimates = self.step(params, obs_t, hidden, draws_t, units)
+            return hidden, (mean, std, value, estimates)
 
-        _, (mean, std, value) = jax.lax.scan(body, hidden0, (nobs, resets))
-        return mean, std, value
+        xs = (nobs, resets, draws, starts, keys)
+        _, (mean, std, value, estimates) = jax.lax.scan(body, hidden0, xs)
+        return mean, std, value, estimates
+
+
+def resample_hidden(hidden: Hidden, starts: jax.Array, key: jax.Array, prob: float) -> Hidden:
+    """Where a trajectory starts (`starts[B]`), with probability `prob`, every memory (actor,
+    critic, stages; h and c) of that column becomes uniform(-1, 1)."""
+    leaves, tree = jax.tree.flatten(hidden)
+    keys = jax.random.split(key, len(leaves) + 1)
+    rows = starts & (jax.random.uniform(keys[0], starts.shape) < prob)
+    out = [
+        jnp.where(rows[None, :, None], jax.random.uniform(k, h.shape, h.dtype, -1.0, 1.0), h)
+        for k, h in zip(keys[1:], leaves, strict=True)
+    ]
+    return tree.unflatten(out)
 
 
 def reset_hidden_groups(hidden: Hidden, done: jax.Array) -> Hidden:
@@ -113,8 +169,10 @@ def reset_hidden_groups(hidden: Hidden, done: jax.Array) -> Hidden:
     return {k: reset_hidden(v, done) for k, v in hidden.items()}
 
 
-def make_policy_model(action_dim: int, cfg) -> PolicyModel:
-    """Build from a `PolicyConfig` (`class_name` picks feed-forward or recurrent)."""
+def make_policy_model(action_dim: int, cfg, components: dict | None = None) -> PolicyModel:
+    """Build from a `PolicyConfig`: `class_name` picks the core (feed-forward or recurrent) and the
+    estimator stages, whose components are looked up in the env's `components` layouts."""
+    spec = policy_class(cfg.class_name)
     common = dict(
         action_dim=action_dim,
         actor_hidden_dims=tuple(cfg.actor_hidden_dims),
@@ -122,16 +180,15 @@ def make_policy_model(action_dim: int, cfg) -> PolicyModel:
         activation=cfg.activation,
         init_noise_std=cfg.init_noise_std,
         noise_std_type=cfg.noise_std_type,
+        stages=resolve_stages(cfg, spec, components),
     )
-    if cfg.class_name == "ActorCritic":
+    if not spec.recurrent:
         return PolicyModel(ActorCritic(**common))
-    if cfg.class_name == "ActorCriticRecurrent":
-        return PolicyModel(
-            ActorCriticRecurrent(
-                **common,
-                rnn_type=cfg.rnn_type,
-                rnn_hidden_size=cfg.rnn_hidden_size,
-                rnn_num_layers=cfg.rnn_num_layers,
-            )
+    return PolicyModel(
+        ActorCriticRecurrent(
+            **common,
+            rnn_type=cfg.rnn_type,
+            rnn_hidden_size=cfg.rnn_hidden_size,
+            rnn_num_layers=cfg.rnn_num_layers,
         )
-    raise ValueError(f"unknown policy.class_name {cfg.class_name!r}; valid choices: {list(POLICY_CLASSES)}")
+    )

@@ -24,6 +24,7 @@ from strl_jax.buffers.minibatch import env_block_size
 from strl_jax.collectives import ENV_AXIS
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.errors import ConfigError, NonFiniteError
+from strl_jax.networks.policy_classes import policy_class
 
 REPLICATED = PartitionSpec()
 
@@ -52,7 +53,7 @@ def check_env_split(cfg: TrainConfig, mesh: Mesh) -> int:
     local = num_envs // num_devices
     alg = cfg.algorithm
     if algorithm_spec(alg.class_name).minibatched:
-        steps = 1 if cfg.policy.class_name == "ActorCriticRecurrent" else cfg.runner.num_steps_per_env
+        steps = 1 if policy_class(cfg.policy.class_name).recurrent else cfg.runner.num_steps_per_env
         block = env_block_size(steps, alg.num_mini_batches)
         if local % block:
             raise ConfigError(
@@ -65,11 +66,14 @@ def check_env_split(cfg: TrainConfig, mesh: Mesh) -> int:
 
 def rollout_specs(rollout_state: Any) -> Any:
     """PartitionSpecs of a RolloutState: the env axis is first, except in recurrent memories
-    (`[layers, N, hidden]`, torch's layout), where it is second."""
+    (`[layers, N, hidden]`, torch's layout) and in the stored rollouts of `history` (`[T, N, ...]`),
+    where it is second; the history's fill count is the same on every device."""
 
-    def spec(path, _leaf):
-        in_memory = any(getattr(k, "name", getattr(k, "key", None)) == "hidden" for k in path)
-        return PartitionSpec(None, ENV_AXIS) if in_memory else PartitionSpec(ENV_AXIS)
+    def spec(path, leaf):
+        names = [getattr(k, "name", getattr(k, "key", None)) for k in path]
+        if "history" in names:
+            return PartitionSpec(None, ENV_AXIS) if leaf.ndim else REPLICATED
+        return PartitionSpec(None, ENV_AXIS) if "hidden" in names else PartitionSpec(ENV_AXIS)
 
     return jax.tree_util.tree_map_with_path(spec, rollout_state)
 

@@ -25,6 +25,7 @@ import optax
 from flax import struct
 
 from strl_jax.agents.distillation import DistillationBatch, bptt_update, step_order
+from strl_jax.agents.lr_schedulers import LrScheduler
 from strl_jax.agents.parts import (
     EnvStep,
     InitContext,
@@ -41,6 +42,7 @@ from strl_jax.agents.ppo import (
     weighted_total,
 )
 from strl_jax.buffers.gae import bootstrap_timeouts, compute_gae, normalize_advantages
+from strl_jax.buffers.history import RolloutHistory, empty_history, with_history
 from strl_jax.buffers.minibatch import merge_time_env, minibatch_indices
 from strl_jax.buffers.transitions import Transition
 from strl_jax.collectives import env_keys, global_env_ids, pmean, psum
@@ -56,6 +58,7 @@ from strl_jax.train_loops.evaluation import deterministic_episodes
 from strl_jax.train_loops.state import RolloutState, TrainState
 
 POLICY = "policy"  # the policy's key among the trainable parameters
+RESAMPLE_STREAM = 0x5E5A  # folded into a minibatch's key for `hidden_state_resample_prob`
 
 
 def timeout_rows(num_envs: int, episode_length: int) -> int:
@@ -113,6 +116,9 @@ class Learner:
     # The mesh axis the envs are sharded over (inside `shard_map`); `env` then holds this
     # device's share of the envs. None: no collectives (one device, unit tests).
     axis_name: str | None = struct.field(pytree_node=False, default=None)
+    # st_rl's `lr_scheduler_class_name`: stepped once per iteration, after the update (which may
+    # itself change the rate: the adaptive schedule), on the rate in the train state.
+    lr_scheduler: LrScheduler | None = struct.field(pytree_node=False, default=None)
 
     @property
     def normalize_obs(self) -> bool:
@@ -185,7 +191,7 @@ class Learner:
             params=params,
             opt_state=self.init_optimizer(params, train_parts),
             normalizers={k: init_normalizer(s) for k, s in self.policy_groups(shapes).items()},
-            learning_rate=jnp.asarray(self.cfg.algorithm.learning_rate, jnp.float32),
+            learning_rate=self.initial_learning_rate(),
             key=key,
             iteration=jnp.zeros((), jnp.int32),
             parts=train_parts,
@@ -199,8 +205,29 @@ class Learner:
             hidden=self.model.initial_hidden(self.env.num_envs),
             parts=rollout_parts,
         )
+        if self.history_chunks > 1:
+            rollout_state = rollout_state.replace(history=self.empty_history(train_state, rollout_state))
         # Donated buffers must be distinct: groups that share an array get their own copy.
         return jax.tree.map(jnp.copy, (train_state, rollout_state))
+
+    @property
+    def history_chunks(self) -> int:
+        """Rollouts in each update's batch (st_rl's `buffer_dilation_ratio`)."""
+        return int(self.cfg.algorithm.buffer_dilation_ratio)
+
+    def empty_history(self, train_state: TrainState, rollout_state: RolloutState) -> RolloutHistory:
+        """Zeros shaped like the rollouts the update will keep (traced, not run)."""
+        abstract = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), (train_state, rollout_state)
+        )
+        _, transitions, _ = jax.eval_shape(self.rollout, *abstract, jax.random.PRNGKey(0))
+        values = jax.ShapeDtypeStruct(transitions.rewards.shape[1:], jnp.float32)
+        batch = jax.eval_shape(self.raw_batch, transitions, values)
+        return empty_history(batch, self.history_chunks)
+
+    def initial_learning_rate(self) -> jax.Array:
+        lr = jnp.asarray(self.cfg.algorithm.learning_rate, jnp.float32)
+        return lr if self.lr_scheduler is None else self.lr_scheduler.initial(lr)
 
     # ---- acting ------------------------------------------------------------------------
     def critic_value(self, params, normalizers, obs, hidden):
@@ -226,8 +253,11 @@ class Learner:
         )
 
     def step_keys(self, keys: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
-        """`(sampling keys [N], {part: [k, N] keys})`: per-env keys split for the parts that draw."""
+        """`(sampling keys [N], {part: [k, N] keys})`: per-env keys split for the parts that draw,
+        and under `POLICY` for the policy's own draws (estimator replacement masks)."""
         wanted = [(p.name, p.step_keys) for p in self.parts if p.step_keys]
+        if self.model.draws_anything:
+            wanted.append((POLICY, 1))
         if not wanted:
             return keys, {}
         split = jax.vmap(jax.random.split, (0, None), 1)(keys, 1 + sum(k for _, k in wanted))
@@ -242,11 +272,12 @@ class Learner:
         cfg = self.cfg
         params, normalizers = train_state.params, train_state.normalizers
         env_ids = self.env_ids()
-        mean, std, hidden = self.actor.distribution(params, normalizers, rs.obs, rs.hidden)
-        critic_obs = normalize_groups(normalizers, self.policy_groups(rs.obs), self.normalize_obs)
-        values, hidden = self.model.value_and_hidden(params, critic_obs, hidden)
         keys = env_keys(step_key, env_ids)  # per env: the same draws on any number of devices
         sample_keys, part_keys = self.step_keys(keys)
+        draws = self.model.draw(part_keys[POLICY][0]) if POLICY in part_keys else {}
+        mean, std, hidden, estimates = self.actor.forward(params, normalizers, rs.obs, rs.hidden, draws)
+        critic_obs = normalize_groups(normalizers, self.policy_groups(rs.obs), self.normalize_obs)
+        values, hidden = self.model.value_and_hidden(params, critic_obs, hidden)
         ctx = StepContext(
             obs=rs.obs,
             mean=mean,
@@ -254,6 +285,7 @@ class Learner:
             step_key=step_key,
             env_ids=env_ids,
             iteration=train_state.iteration,
+            estimates=self.actor.raw_estimates(normalizers, estimates),
         )
         actions = jax.vmap(gaussian_sample)(sample_keys, mean, std)
         acted = {}
@@ -291,6 +323,7 @@ class Learner:
             values=values,
             rewards=rewards,
             dones=done.astype(jnp.float32),
+            draws=draws,
             parts=fields,
         )
         ep_return = rs.episode_return + res.reward
@@ -313,6 +346,7 @@ class Learner:
             episode_metrics={k: jnp.where(done, 0.0, v) for k, v in ep_metrics.items()},
             hidden=reset_hidden_groups(hidden, done),
             parts=rollout_parts,
+            history=rs.history,
         )
         return rs, transition, sums
 
@@ -338,14 +372,25 @@ class Learner:
         return rollout_state, transitions.replace(initial_hidden=initial_hidden), sums
 
     # ---- PPO update --------------------------------------------------------------------
-    def loss(self, trainable: dict, batch: PPOBatch, iteration: jax.Array, train_parts: dict, inputs: dict):
+    def loss(
+        self,
+        trainable: dict,
+        batch: PPOBatch,
+        iteration: jax.Array,
+        train_parts: dict,
+        inputs: dict,
+        units=None,
+        resample=None,
+    ):
         """Weighted loss of one minibatch of `[T, B]` steps; aux: `(losses, metrics, mean, std)`.
 
         PPO's terms (unless the update drops them), then each part's, summed with st_rl's
-        `<name>_coef` weights.
+        `<name>_coef` weights. `units`: the estimator stages' conversions under the normalisers.
         """
         alg = self.cfg.algorithm
-        mean, std, values = self.model.sequence(trainable[POLICY], batch.obs, batch.hidden, batch.resets)
+        mean, std, values, estimates = self.model.sequence(
+            trainable[POLICY], batch.obs, batch.hidden, batch.resets, batch.draws, units, resample
+        )
         chex.assert_equal_shape([mean, std, batch.actions])
         chex.assert_equal_shape([values, batch.returns])
         losses, coefs, metrics = {}, {}, {}
@@ -367,7 +412,9 @@ class Learner:
                 "entropy": alg.entropy_coef,
             }
             metrics = {"surrogate": surrogate, "value_function": value, "entropy": entropy}
-        ctx = LossContext(batch=batch, mean=mean, std=std, values=values, iteration=iteration)
+        ctx = LossContext(
+            batch=batch, mean=mean, std=std, values=values, iteration=iteration, estimates=estimates
+        )
         for p in self.parts:
             part_losses, part_coefs, part_metrics = p.losses(
                 trainable.get(p.name), train_parts[p.name], ctx, inputs[p.name]
@@ -377,7 +424,16 @@ class Learner:
             metrics |= part_metrics
         return weighted_total(losses, coefs), (losses, metrics, mean, std)
 
-    def minibatch_step(self, carry, batch: PPOBatch, iteration: jax.Array, train_parts: dict, inputs: dict):
+    def minibatch_step(
+        self,
+        carry,
+        batch: PPOBatch,
+        iteration: jax.Array,
+        train_parts: dict,
+        inputs: dict,
+        units=None,
+        resample=None,
+    ):
         """Adaptive lr from the KL to the acting policy, then one clipped optimiser step.
 
         Gradients, KL and loss terms are averaged over devices (equal shares of the minibatch),
@@ -386,7 +442,7 @@ class Learner:
         trainable, opt_state, lr = carry
         alg = self.cfg.algorithm
         grads, (losses, metrics, mean, std) = jax.grad(self.loss, has_aux=True)(
-            trainable, batch, iteration, train_parts, inputs
+            trainable, batch, iteration, train_parts, inputs, units, resample
         )
         kl_mean = jnp.mean(gaussian_kl(batch.old_mean, batch.old_std, mean, std))
         grads, kl_mean, losses, metrics = pmean((grads, kl_mean, losses, metrics), self.axis_name)
@@ -403,13 +459,25 @@ class Learner:
         return (trainable, opt_state, lr), ({**metrics, "kl": kl_mean}, checks)
 
     def make_batch(
-        self, train_state: TrainState, transitions: Transition, last_values: jax.Array
-    ) -> PPOBatch:
-        """Returns, advantages and normalised observations as one `[T, N]` batch.
+        self, train_state: TrainState, transitions: Transition, last_values: jax.Array, history=None
+    ) -> tuple[PPOBatch, RolloutHistory | None]:
+        """Returns, advantages and normalised observations as one `[T, N]` batch (`[T, N * chunks]`
+        with the stored rollouts of `history`), and the history for the next update.
 
         Feed-forward batches are flattened to `[1, T * N]`, so every sample can land in any
         minibatch; recurrent ones keep `[T, N]` and are split by environment.
         """
+        batch = self.raw_batch(transitions, last_values)
+        if history is not None:
+            batch, history = with_history(batch, history)
+        batch = batch.replace(obs=normalize_groups(train_state.normalizers, batch.obs, self.normalize_obs))
+        if self.model.recurrent:
+            return batch, history
+        steps = {f: merge_time_env(getattr(batch, f)) for f in PPOBatch.STEP_FIELDS}
+        return batch.replace(**steps), history
+
+    def raw_batch(self, transitions: Transition, last_values: jax.Array) -> PPOBatch:
+        """Returns and advantages of one rollout, its observations still raw, `[T, N]`."""
         alg = self.cfg.algorithm
         if self.update_rule.ppo_terms:
             advantages, returns = compute_gae(
@@ -420,8 +488,8 @@ class Learner:
         else:  # DAgger: no returns
             advantages = returns = jnp.zeros_like(transitions.rewards)
         resets = jnp.concatenate([jnp.zeros_like(transitions.dones[:1]), transitions.dones[:-1]], axis=0)
-        batch = PPOBatch(
-            obs=normalize_groups(train_state.normalizers, transitions.obs, self.normalize_obs),
+        return PPOBatch(
+            obs=transitions.obs,
             hidden=transitions.initial_hidden if self.model.recurrent else {},
             resets=resets,
             actions=transitions.actions,
@@ -432,25 +500,27 @@ class Learner:
             advantages=advantages,
             returns=returns,
             parts=transitions.parts,
+            draws=transitions.draws,
         )
-        if self.model.recurrent:
-            return batch
-        return batch.replace(**{f: merge_time_env(getattr(batch, f)) for f in PPOBatch.STEP_FIELDS})
 
-    def ppo_update(self, train_state, rollout_parts, transitions, last_values, key):
+    def ppo_update(self, train_state, rollout_parts, transitions, last_values, key, history=None):
         """GAE, then `num_learning_epochs` x `num_mini_batches` steps, as nested `lax.scan`s.
 
-        Returns `(trainable, opt_state, lr, metrics, checks)`.
+        Returns `(trainable, opt_state, lr, metrics, checks)` and the rollout history.
         """
         iteration = train_state.iteration
         alg = self.cfg.algorithm
-        batch = self.make_batch(train_state, transitions, last_values)
-        # Columns: every sample (feed-forward) or whole environments (recurrent).
+        batch, history = self.make_batch(train_state, transitions, last_values, history)
+        # Columns: every sample (feed-forward) or whole environments (recurrent); with a history,
+        # each env contributes one column per stored rollout (global index env * chunks + k).
         steps = transitions.rewards.shape[0]
         steps_per_env = 1 if self.model.recurrent else steps
-        first_env = self.env_ids()[0]
+        chunks = self.history_chunks
+        first_env = self.env_ids()[0] * chunks
+        resample_prob = alg.hidden_state_resample_prob
         part_root = jax.random.fold_in(key, 1)
         ctx = self.update_context(steps)
+        units = self.model.units(train_state.normalizers, self.normalize_obs)
 
         def minibatch(carry, xs):
             idx, part_key = xs
@@ -461,13 +531,18 @@ class Learner:
                 )
                 for p in self.parts
             }
-            return self.minibatch_step(carry, batch.select_columns(idx), iteration, train_state.parts, inputs)
+            resample = None
+            if resample_prob > 0:
+                resample = (jax.random.fold_in(part_key, RESAMPLE_STREAM), resample_prob)
+            return self.minibatch_step(
+                carry, batch.select_columns(idx), iteration, train_state.parts, inputs, units, resample
+            )
 
         def epoch(carry, xs):
             epoch_key, epoch_index = xs
             # A fresh order each epoch; each minibatch is gathered inside the scan, not materialised.
             order = minibatch_indices(
-                epoch_key, self.env.num_envs, steps_per_env, alg.num_mini_batches, first_env
+                epoch_key, self.env.num_envs * chunks, steps_per_env, alg.num_mini_batches, first_env
             )
             part_keys = jax.random.split(jax.random.fold_in(part_root, epoch_index), alg.num_mini_batches)
             return jax.lax.scan(minibatch, carry, (order, part_keys))
@@ -478,7 +553,7 @@ class Learner:
         epochs = jnp.arange(alg.num_learning_epochs, dtype=jnp.int32)
         (trainable, opt_state, lr), (metrics, checks) = jax.lax.scan(epoch, carry, (keys, epochs))
         failures = jax.tree.map(lambda ok: first_failure(ok.reshape(-1)), checks)
-        return trainable, opt_state, lr, jax.tree.map(jnp.mean, metrics), failures
+        return (trainable, opt_state, lr, jax.tree.map(jnp.mean, metrics), failures), history
 
     # ---- behaviour-cloning update --------------------------------------------------------
     def cloning_update(self, train_state, transitions):
@@ -552,10 +627,15 @@ class Learner:
             last_values = self.critic_value(
                 train_state.params, train_state.normalizers, rollout_state.obs, rollout_state.hidden
             )
-            update = self.ppo_update(train_state, rollout_parts, transitions, last_values, update_key)
+            update, history = self.ppo_update(
+                train_state, rollout_parts, transitions, last_values, update_key, rollout_state.history
+            )
+            rollout_state = rollout_state.replace(history=history)
         else:
             update = self.cloning_update(train_state, transitions)
         trainable, opt_state, lr, update_metrics, checks = update
+        if self.lr_scheduler is not None:
+            lr = self.lr_scheduler.step(lr, train_state.iteration + 1)
         normalizers = train_state.normalizers
         if self.normalize_obs:
             # After the update, so the first ratio of the next update is exactly 1 (rsl_rl #225).

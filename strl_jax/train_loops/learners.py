@@ -11,6 +11,8 @@ import warnings
 from collections.abc import Callable
 
 from strl_jax.agents.algorithms import AlgorithmSpec, algorithm_spec
+from strl_jax.agents.estimator import EstimatorPart
+from strl_jax.agents.lr_schedulers import make_lr_scheduler
 from strl_jax.agents.motion_prior import make_motion_prior
 from strl_jax.agents.parts import Part
 from strl_jax.agents.ppo import make_optimizer
@@ -18,7 +20,9 @@ from strl_jax.agents.schedules import make_schedule
 from strl_jax.agents.tppo import TeacherPart
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.vec_env import VecEnv
+from strl_jax.errors import ConfigError
 from strl_jax.networks.acting import make_actor
+from strl_jax.networks.latents import latent_source
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.learner import BehaviorCloningUpdate, Learner, PPOUpdate
 from strl_jax.train_loops.teachers import load_teacher
@@ -37,7 +41,28 @@ def teacher_part(env: VecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> TeacherP
         act_prob=make_schedule(alg.teacher_act_prob, alg.update_times_scale),
         loss_coef=make_schedule(alg.distillation_loss_coef, alg.update_times_scale),
         target=alg.distill_target,
+        latents=latent_pairs(env, cfg, teacher),
+        latent_coef=alg.distill_latent_coef,
+        latent_target=alg.distill_latent_target,
     )
+
+
+def latent_pairs(env: VecEnv, cfg: TrainConfig, teacher) -> tuple:
+    """`distill_latent_obs_component_mapping` resolved: (student latent, teacher latent) pairs of
+    equal sizes (st_rl: `{student component: teacher component}`)."""
+    mapping = cfg.algorithm.distill_latent_obs_component_mapping or {}
+    student_stages = make_policy_model(env.action_size, cfg.policy, env.components).stages
+    pairs = []
+    for student_name, teacher_name in mapping.items():
+        student = latent_source(student_name, student_stages, env.components.get("policy"), "student")
+        source = latent_source(teacher_name, teacher.actor.model.stages, teacher.input_layout, "teacher")
+        if student.size != source.size:
+            raise ConfigError(
+                f"algorithm.distill_latent_obs_component_mapping: the student's {student_name!r} has "
+                f"{student.size} entries, the teacher's {teacher_name!r} {source.size}"
+            )
+        pairs.append((student, source))
+    return tuple(pairs)
 
 
 def amp_part(env: VecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> Part:
@@ -45,9 +70,23 @@ def amp_part(env: VecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> Part:
     return make_motion_prior("amp", env, cfg, labels_from="teacher" if "teacher" in spec.parts else None)
 
 
+def estimator_part(env: VecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> EstimatorPart:
+    """The losses of the policy's estimator stages (EstimatorPPO / EstimatorTPPO)."""
+    alg = cfg.algorithm
+    stages = make_policy_model(env.action_size, cfg.policy, env.components).stages
+    return EstimatorPart(
+        name="estimator",
+        stages=stages,
+        loss_func=alg.estimator_loss_func,
+        loss_kwargs=dict(alg.estimator_loss_kwargs),
+        coefs={"estimator": alg.estimator_loss_coef, "adaptor": alg.adaptor_loss_coef},
+    )
+
+
 PART_BUILDERS: dict[str, Callable[[VecEnv, TrainConfig, AlgorithmSpec], Part]] = {
     "teacher": teacher_part,
     "amp": amp_part,
+    "estimator": estimator_part,
 }
 
 
@@ -73,7 +112,7 @@ def make_learner(env: VecEnv, cfg: TrainConfig) -> Learner:
     against `env`."""
     spec = algorithm_spec(cfg.algorithm.class_name)
     alg = cfg.algorithm
-    model = make_policy_model(env.action_size, cfg.policy)
+    model = make_policy_model(env.action_size, cfg.policy, env.components)
     # rsl_rl Distillation clips gradients only when `max_grad_norm` is set and non-zero.
     max_grad_norm = alg.max_grad_norm if spec.update == "ppo" else (alg.max_grad_norm or None)
     return Learner(
@@ -84,4 +123,7 @@ def make_learner(env: VecEnv, cfg: TrainConfig) -> Learner:
         optimizer=make_optimizer(alg.optimizer, max_grad_norm),
         update_rule=make_update_rule(cfg, spec),
         parts=tuple(PART_BUILDERS[name](env, cfg, spec) for name in spec.parts),
+        lr_scheduler=None
+        if alg.lr_scheduler_class_name is None
+        else make_lr_scheduler(alg.lr_scheduler_class_name, alg.lr_scheduler, alg.learning_rate),
     )

@@ -36,3 +36,5 @@ class RolloutState:
     episode_metrics: dict[str, jax.Array]  # [N] running sums of the env's per-step metrics
     hidden: dict[str, Any]  # recurrent policies: {"actor": h, "critic": h}; {} otherwise
     parts: dict[str, Any] = struct.field(default_factory=dict)  # each part's rollout state, by part name
+    # the rollouts before this one that the update also learns from (`buffers.history`), or None
+    history: Any = None

@@ -1,0 +1,252 @@
+"""EstimatorPPO and EstimatorTPPO end to end on the pendulum whose velocities the actor never
+measures: the estimate improves, logs and checkpoints hold it, a resumed run is exact, and the
+exported policy takes the positions only and returns the estimate beside the action."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import onnxruntime as ort
+import pytest
+from tiny_config import tiny
+
+from strl_jax.configs import ConfigError
+from strl_jax.configs.loader import config_to_dict, resolve_config
+from strl_jax.envs import make_env_from_config
+from strl_jax.export import load_jax_policy
+from strl_jax.export import main as export_main
+from strl_jax.inference import load_policy
+from strl_jax.networks.normalizer import init_normalizer, normalize
+from strl_jax.networks.policy import make_policy_model
+from strl_jax.play import main as play_main
+from strl_jax.train import main as train_main
+from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR, open_manager, restore_checkpoint, save_checkpoint
+from strl_jax.train_loops.learner import normalize_groups
+from strl_jax.train_loops.learners import make_learner
+from strl_jax.train_loops.runner import train
+
+K = 6
+ESTIMATOR = tiny(
+    "env.num_envs=32",
+    "policy.rnn_hidden_size=8",
+    "policy.estimator_kwargs={hidden_sizes: [16], nonlinearity: elu}",
+    "algorithm.learning_rate=3e-3",
+    "algorithm.num_learning_epochs=5",
+    "algorithm.num_mini_batches=4",
+    "runner.num_steps_per_env=16",
+    f"runner.eval_interval={K}",
+    f"runner.save_interval={K}",
+)
+
+
+def estimator_config(*overrides: str):
+    return resolve_config("inverted_pendulum_estimator", overrides=[*ESTIMATOR, *overrides])
+
+
+def rows(log_dir: Path) -> list[dict]:
+    return [json.loads(x) for x in (Path(log_dir) / "metrics.jsonl").read_text().splitlines()]
+
+
+def timeless(rs: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in {"wall_time", "fps", "iteration_time"}} for r in rs]
+
+
+@pytest.fixture(scope="module")
+def estimator_run(tmp_path_factory):
+    """EstimatorPPO, 2K iterations straight."""
+    path = tmp_path_factory.mktemp("estimator_run")
+    return train(estimator_config(f"runner.max_iterations={2 * K}"), path, verbose=False)
+
+
+def estimator_errors(cfg, result) -> list[float]:
+    """Mean squared error (critic-normalised units) of the initial and of the trained estimator on
+    one rollout of the trained policy: the same data for both, so RL's drifting data cannot hide
+    or fake progress."""
+    learner = make_learner(make_env_from_config(cfg.env), cfg)
+    initial, _ = jax.jit(learner.init)(jax.random.PRNGKey(cfg.seed))
+    ts = result.train_state
+    _, tr, _ = jax.jit(learner.rollout)(ts, result.rollout_state, jax.random.PRNGKey(7))
+    nobs = normalize_groups(ts.normalizers, tr.obs, True)
+    resets = jnp.concatenate([jnp.zeros_like(tr.dones[:1]), tr.dones[:-1]])
+    units = learner.model.units(ts.normalizers, True)
+    target = nobs["critic"][..., 2:4]
+    errors = []
+    for params in (initial.params, ts.params):
+        _, _, _, est = learner.model.sequence(params, nobs, tr.initial_hidden, resets, tr.draws, units)
+        errors.append(float(jnp.mean(jnp.square(est["estimator"] - target))))
+    return errors
+
+
+def test_estimator_is_trained_and_logged(estimator_run):
+    rs = estimator_run.rows
+    assert {"estimator", "estimator_rmse_velocity", "surrogate", "value_function"} <= set(rs[0])
+    # Over seeds 1-4 the trained estimator's error is 0.11-0.19 of the initial one's.
+    initial, trained = estimator_errors(estimator_config(f"runner.max_iterations={2 * K}"), estimator_run)
+    assert trained < 0.4 * initial
+    params = estimator_run.train_state.params["params"]
+    assert {"stage_estimator", "memory_a", "memory_c"} <= set(params)
+    assert set(estimator_run.rollout_state.hidden) == {"actor", "critic", "estimator"}
+    tb = list((estimator_run.log_dir).glob("events.out.tfevents*"))
+    assert tb
+
+
+def test_resume_is_exact(estimator_run, tmp_path):
+    first = train(estimator_config(f"runner.max_iterations={K}"), tmp_path, verbose=False)
+    assert first.checkpoint == K
+    assert train_main(["--resume", str(tmp_path), "--quiet", f"runner.max_iterations={2 * K}"]) == 0
+    assert timeless(rows(tmp_path)) == timeless(rows(estimator_run.log_dir))
+    abstract = jax.eval_shape(
+        lambda: {"train_state": estimator_run.train_state, "rollout_state": estimator_run.rollout_state}
+    )
+    manager = open_manager(tmp_path / "checkpoints", read_only=True)
+    try:
+        state, _, step = restore_checkpoint(manager, abstract, 2 * K)
+    finally:
+        manager.close()
+    assert step == 2 * K
+    expected = (estimator_run.train_state, estimator_run.rollout_state)
+    for a, b in zip(
+        jax.tree.leaves((state["train_state"], state["rollout_state"])),
+        jax.tree.leaves(expected),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_export_takes_positions_and_returns_the_estimate(estimator_run, tmp_path):
+    out = tmp_path / "exported"
+    assert export_main([str(estimator_run.log_dir), "--out", str(out)]) == 0
+    loaded = load_policy(estimator_run.log_dir)
+    acting = loaded.acting()
+    assert acting.observation_size == 2 and acting.estimates == (("estimator", 2),)
+    env = make_env_from_config(loaded.cfg.env, num_envs=5)
+    _, obs = jax.jit(env.reset)(jax.random.PRNGKey(0))
+    positions = np.asarray(obs["policy"][:, :2])
+    hidden = acting.initial_hidden(5)
+    actions, estimates, new_hidden = acting.outputs(jnp.asarray(positions), hidden)
+    # the same as acting on the full observation (the velocities are never read)
+    full, _ = loaded.actor.act(
+        loaded.params,
+        loaded.normalizers,
+        {"policy": obs["policy"].at[:, 2:].multiply(7.0)},
+        {"actor": hidden["actor"], "estimator": hidden["estimator"]},
+    )
+    np.testing.assert_allclose(np.asarray(actions), np.asarray(full), atol=1e-6)
+
+    exported = load_jax_policy((out / "policy.jax_export").read_bytes())
+    a, est, h = exported(positions, hidden)
+    np.testing.assert_allclose(np.asarray(a), np.asarray(actions), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(est["estimator"]), np.asarray(estimates["estimator"]), atol=1e-5)
+
+    # play acts as the robot would: with the estimate in place of the velocities
+    assert (
+        play_main(
+            [str(estimator_run.log_dir), "--episodes", "2", "--no-video", "--out", str(tmp_path / "play")]
+        )
+        == 0
+    )
+
+    session = ort.InferenceSession(str(out / "policy.onnx"))
+    names = [o.name for o in session.get_outputs()]
+    assert names == ["actions", "estimator", "h_out", "estimator_h_out"]
+    feeds = {
+        "obs": positions,
+        "h_in": np.asarray(hidden["actor"]),
+        "estimator_h_in": np.asarray(hidden["estimator"]),
+    }
+    a_onnx, est_onnx, h_onnx, eh_onnx = session.run(None, feeds)
+    np.testing.assert_allclose(a_onnx, np.asarray(actions), atol=1e-5)
+    np.testing.assert_allclose(est_onnx, np.asarray(estimates["estimator"]), atol=1e-5)
+    np.testing.assert_allclose(eh_onnx, np.asarray(new_hidden["estimator"]), atol=1e-5)
+
+
+def test_estimator_tppo_runs_with_a_teacher(pendulum_expert, tmp_path):
+    expert, _ = pendulum_expert
+    cfg = estimator_config(
+        "algorithm.class_name=EstimatorTPPO",
+        f"algorithm.teacher_policy.checkpoint={expert}",
+        "algorithm.teacher_act_prob=0.5",
+        "runner.max_iterations=2",
+    )
+    result = train(cfg, tmp_path, verbose=False)
+    assert {"distillation", "estimator", "estimator_rmse_velocity", "teacher_act_fraction"} <= set(
+        result.rows[-1]
+    )
+
+
+# ----------------------------------------------------------------------------- latent distillation
+def write_named_teacher(path: Path) -> None:
+    """A full-state teacher run whose observation groups name their components (no training)."""
+    cfg = resolve_config(
+        "inverted_pendulum_teacher",
+        overrides=[
+            "env.obs_groups.policy={position: [0, 1], velocity: [2, 3]}",
+            "env.obs_groups.critic={position: [0, 1], velocity: [2, 3]}",
+            "policy.actor_hidden_dims=[8]",
+            "policy.critic_hidden_dims=[8]",
+        ],
+    )
+    shapes = {"policy": (4,), "critic": (4,)}
+    params = make_policy_model(1, cfg.policy).init(jax.random.PRNGKey(3), shapes)
+    normalizers = jax.tree.map(lambda x: x + 0.5, {k: init_normalizer(s) for k, s in shapes.items()})
+    manager = open_manager(path / CHECKPOINT_DIR)
+    meta = {"window": {}, "wall_time": 0.0, "config": config_to_dict(cfg)}
+    save_checkpoint(manager, 1, {"train_state": {"params": params, "normalizers": normalizers}}, meta)
+    manager.wait_until_finished()
+    manager.close()
+
+
+def test_latent_distillation_regresses_the_estimate_onto_the_teachers_latent(tmp_path):
+    """`distill_latent_obs_component_mapping: {estimator: velocity}`: the student's estimate is
+    pulled towards the teacher's (normalised) velocity input, st_rl's `real` distance."""
+    write_named_teacher(tmp_path / "teacher")
+    cfg = estimator_config(
+        "algorithm.class_name=EstimatorTPPO",
+        f"algorithm.teacher_policy.checkpoint={tmp_path / 'teacher'}",
+        "algorithm.distill_latent_obs_component_mapping={estimator: velocity}",
+        "algorithm.distill_latent_coef=0.5",
+    )
+    learner = make_learner(make_env_from_config(cfg.env), cfg)
+    teacher_part = learner.parts[0]
+    (pair,) = teacher_part.latents
+    assert pair[0].stage == "estimator" and pair[1].indices == (2, 3)
+    ts, rs = jax.jit(learner.init)(jax.random.PRNGKey(0))
+    _, tr, _ = jax.jit(learner.rollout)(ts, rs, jax.random.PRNGKey(1))
+    state = ts.parts["teacher"]
+    expected = normalize(state.normalizers["policy"], tr.obs["critic"])[..., 2:4]
+    np.testing.assert_allclose(tr.parts["teacher"]["latent_labels"]["velocity"], expected, atol=1e-6)
+    _, _, metrics = jax.jit(learner.iteration)(ts, rs)
+    assert "distill_latent_estimator" in metrics["scalars"]
+    with pytest.raises(ConfigError, match="has no latent 'speed'"):
+        make_learner(
+            make_env_from_config(cfg.env),
+            estimator_config(
+                "algorithm.class_name=EstimatorTPPO",
+                f"algorithm.teacher_policy.checkpoint={tmp_path / 'teacher'}",
+                "algorithm.distill_latent_obs_component_mapping={estimator: speed}",
+            ),
+        )
+
+
+def test_estimator_tppo_resumes_exactly(tmp_path):
+    write_named_teacher(tmp_path / "teacher")
+
+    def cfg(iterations):
+        return estimator_config(
+            "algorithm.class_name=EstimatorTPPO",
+            f"algorithm.teacher_policy.checkpoint={tmp_path / 'teacher'}",
+            "algorithm.teacher_act_prob=0.5",
+            "algorithm.distill_latent_obs_component_mapping={estimator: velocity}",
+            f"runner.max_iterations={iterations}",
+            "runner.eval_interval=2",
+        )
+
+    full = train(cfg(4), tmp_path / "full", verbose=False)
+    train(cfg(2), tmp_path / "split", verbose=False)
+    assert train_main(["--resume", str(tmp_path / "split"), "--quiet", "runner.max_iterations=4"]) == 0
+    assert timeless(rows(tmp_path / "split")) == timeless(full.rows)
+    assert {"distill_latent_estimator", "estimator", "teacher_act_fraction"} <= set(full.rows[-1])
