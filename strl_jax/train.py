@@ -31,6 +31,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num_envs", type=int, help="number of parallel environments (env.num_envs)")
     parser.add_argument("--seed", type=int, help="random seed")
     parser.add_argument("--max_iterations", type=int, help="training iterations (runner.max_iterations)")
+    parser.add_argument(
+        "--more_iterations",
+        type=int,
+        metavar="N",
+        help="run N iterations from where the run starts (rsl_rl's learn(num_learning_iterations)); "
+        "--max_iterations instead counts the whole run, resumed iterations included",
+    )
+    parser.add_argument(
+        "--init_at_random_ep_len",
+        action="store_true",
+        default=None,
+        help="start each env's first episode at a random step (runner.init_at_random_ep_len)",
+    )
     parser.add_argument("--log_dir", help="output folder (default runs/<task>/<timestamp>)")
     parser.add_argument(
         "--config",
@@ -79,6 +92,7 @@ def overrides_from_flags(args: argparse.Namespace) -> list[str]:
         "seed": args.seed,
         "runner.max_iterations": args.max_iterations,
         "runner.log_dir": args.log_dir,
+        "runner.init_at_random_ep_len": args.init_at_random_ep_len,
     }
     return [f"{k}={v}" for k, v in flags.items() if v is not None]
 
@@ -110,6 +124,22 @@ def resolve_run_config(args: argparse.Namespace):
     return resolve_config(None, [str(run / "config.yaml")], overrides)
 
 
+def check_more_iterations(args: argparse.Namespace) -> None:
+    """`--more_iterations` replaces the run's length: it cannot be combined with setting it."""
+    if args.more_iterations is None:
+        return
+    if args.more_iterations < 1:
+        raise ConfigError(f"--more_iterations must be at least 1, got {args.more_iterations}")
+    sets_max = args.max_iterations is not None or any(
+        o.split("=", 1)[0].strip() == "runner.max_iterations" for o in args.overrides
+    )
+    if sets_max:
+        raise ConfigError(
+            "--more_iterations N runs N iterations from the start point; --max_iterations (or "
+            "runner.max_iterations) sets the whole run's length: give one of them"
+        )
+
+
 def start_distributed(args: argparse.Namespace, cfg) -> None:
     """Join the other processes of a multi-host run before anything touches a device."""
     explicit = [args.coordinator_address, args.num_processes, args.process_id]
@@ -125,6 +155,7 @@ def start_distributed(args: argparse.Namespace, cfg) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_intermixed_args(argv)
     try:
+        check_more_iterations(args)
         cfg = resolve_run_config(args)
         start_distributed(args, cfg)
     except ConfigError as err:
@@ -138,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             resume=args.resume is not None,
             checkpoint=args.checkpoint,
             load=args.load,
+            more_iterations=args.more_iterations,
         )
     except (CheckpointError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -22,6 +22,7 @@ from strl_jax.envs.tasks import task_family
 from strl_jax.errors import ConfigError
 from strl_jax.networks.mlp import ACTIVATIONS
 from strl_jax.networks.policy_classes import check_policy_stages, policy_class
+from strl_jax.user_functions import check_function_spec
 
 PRESET_PACKAGE = "strl_jax.presets"  # the top-level configs/ folder (pyproject.toml maps it)
 
@@ -45,12 +46,23 @@ def load_yaml_file(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {describe_yaml_error(str(path), err)}") from None
     if not isinstance(data, dict):
         raise ConfigError(
             f"config file {str(path)!r} must hold a mapping of sections, got {type(data).__name__}"
         )
     return data
+
+
+def describe_yaml_error(path: str, err: yaml.YAMLError) -> str:
+    """`path:line:column: what PyYAML found` (1-based, as editors count), for a file that is not YAML."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else path
+    problem = " ".join(str(x) for x in (getattr(err, "context", None), getattr(err, "problem", None)) if x)
+    return f"{where}: not valid YAML: {problem or str(err).splitlines()[0]}"
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -220,10 +232,13 @@ def validate_config(cfg: TrainConfig) -> None:
         "algorithm.optimizer": (cfg.algorithm.optimizer, ["adam", "adamw", "sgd"]),
         "algorithm.timeout_bootstrap": (cfg.algorithm.timeout_bootstrap, ["final_obs", "rsl_rl"]),
         "policy.noise_std_type": (cfg.policy.noise_std_type, ["scalar", "log"]),
+        "runner.logger": (cfg.runner.logger, ["tensorboard", "wandb", "neptune"]),
     }
     for key, (value, valid) in choices.items():
         if value not in valid:
             raise ConfigError(f"unknown {key} {value!r}; valid choices: {valid}")
+    if cfg.runner.ckpt_manipulator:
+        check_function_spec(cfg.runner.ckpt_manipulator, "runner.ckpt_manipulator")
     check_policy_stages(cfg.policy)  # class name, estimator / adaptor settings
     check_algorithm_config(cfg)  # the checks of the algorithm's parts (teacher, discriminator, ...)
     if cfg.policy.activation.lower() not in ACTIVATIONS:

@@ -184,6 +184,23 @@ class RunnerConfig:
     # chex/checkify checks of shapes and finiteness inside the iteration (slower: for finding
     # where a NaN first appears); the cheap per-iteration finiteness check is always on.
     debug: bool = False
+    # legged_gym/st_rl: the first episode of every env starts at a random step in
+    # [0, episode_length), so that time-outs do not arrive in lockstep
+    init_at_random_ep_len: bool = False
+    # where scalars go besides metrics.jsonl: tensorboard, wandb or neptune (rsl_rl's names; the
+    # last two are optional extras and also write TensorBoard files)
+    logger: str = "tensorboard"
+    wandb_project: str = "strl_jax"
+    neptune_project: str = "strl_jax"
+    # st_rl's add_git_repo_to_log: further repositories (any path inside them) whose commit,
+    # status and diff are written to <log_dir>/git/ at the start of every run, besides strl_jax's
+    git_status_repos: tuple[str, ...] = ()
+    # st_rl's ckpt_manipulator: `module:function` mapping the params/normalisers loaded by --load
+    # onto this run's shapes (e.g. after an observation component was added): called as
+    # fn(loaded, current, **ckpt_manipulator_kwargs) -> loaded', each a nested dict
+    # {"params": ..., "normalizers": ...} of numpy arrays; `current` holds this run's fresh ones
+    ckpt_manipulator: str = ""
+    ckpt_manipulator_kwargs: dict = field(default_factory=dict)  # extra keyword arguments for it
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,9 @@
 """Environment adapters: batched Brax and MuJoCo Playground envs with observation groups and
 fresh-random auto-reset."""
 
+import strl_jax.envs.quiet_imports  # noqa: F401 - first: before anything imports brax or mujoco.mjx
+
+# isort: split
 from strl_jax.envs.brax_env import available_backends, make_brax_env
 from strl_jax.envs.tasks import make_env_from_config, task_family
 from strl_jax.envs.vec_env import EnvState, StepResult, VecEnv

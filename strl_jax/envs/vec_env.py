@@ -27,6 +27,8 @@ from strl_jax.masked_rows import reserved_rows, where_rows
 Observation = dict[str, jax.Array]
 # Stream of `fold_in(reset key, ...)` that draws each env's physics (domain randomisation).
 PHYSICS_STREAM = 0x5EED
+# Stream of `fold_in(reset key, ...)` that draws each env's first episode step (random starts).
+EPISODE_START_STREAM = 0xE9
 
 
 @struct.dataclass
@@ -83,7 +85,8 @@ class VecEnv:
     `observe(state) -> {group: array}` views the single env's observation as strl_jax's groups;
     `physics` (optional) gives each env its own model; `probe(state) -> {name: array}` (optional)
     measures per-step quantities the evaluation reports (e.g. velocity tracking and power).
-    `components` names the parts of each group: `{group: ((name, size), ...)}`, where known.
+    `components` names the parts of each group: `{group: ((name, size), ...)}`, where known;
+    `component_shapes` gives the image components their `(C, H, W)` (flat in the observation).
     """
 
     env: Any = struct.field(pytree_node=False)
@@ -95,6 +98,8 @@ class VecEnv:
     physics: Physics | None = struct.field(pytree_node=False, default=None)
     probe: Callable[[Any], dict] | None = struct.field(pytree_node=False, default=None)
     components: dict[str, tuple[tuple[str, int], ...]] = struct.field(pytree_node=False, default_factory=dict)
+    # components that are images: name -> (channels, height, width) of the flat component (row-major)
+    component_shapes: dict[str, tuple[int, ...]] = struct.field(pytree_node=False, default_factory=dict)
     task: str = struct.field(pytree_node=False, default="")
 
     @property
@@ -168,6 +173,17 @@ class VecEnv:
             physics=physics,
         )
         return state, self.observe(brax_state)
+
+    def random_episode_starts(
+        self, state: EnvState, key: jax.Array, first_env: jax.Array | int = 0
+    ) -> EnvState:
+        """Each env's step counter drawn uniformly in `[0, episode_length)` (legged_gym's
+        `init_at_random_ep_len`): the first time-outs spread over a whole episode instead of
+        arriving together. Env `i` draws from its global index, as in `reset`."""
+        ids = jnp.asarray(first_env, jnp.int32) + jnp.arange(self.num_envs, dtype=jnp.int32)
+        keys = env_keys(jax.random.fold_in(key, EPISODE_START_STREAM), ids)
+        draw = lambda k: jax.random.randint(k, (), 0, self.episode_length, jnp.int32)  # noqa: E731
+        return state.replace(step_count=jax.vmap(draw)(keys))
 
     def step(self, state: EnvState, action: jax.Array) -> tuple[EnvState, StepResult]:
         """Advance every environment; finished ones restart from a fresh random state."""

@@ -73,6 +73,18 @@ def tree_signature(tree: Any) -> Signature:
     }
 
 
+def as_nested_dict(tree: Any) -> dict:
+    """`tree` as the nested dicts (by `path_name` parts) that orbax restores it as."""
+    out: dict = {}
+    for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
+        *parents, last = (_key_name(k) for k in path)
+        node = out
+        for name in parents:
+            node = node.setdefault(name, {})
+        node[last] = leaf
+    return out
+
+
 def check_signatures(expected: Signature, found: Signature, where: str, limit: int = 5) -> None:
     """Raise `CheckpointMismatchError` naming the entries whose shape or dtype differ."""
     problems = []
@@ -531,11 +543,17 @@ def locate(path: str | Path) -> tuple[Path, int | None]:
 
 
 def load_params_and_normalizers(
-    path: str | Path, abstract_train_state: Any, step: int | None = None
+    path: str | Path,
+    abstract_train_state: Any,
+    step: int | None = None,
+    manipulate: Callable[[dict], dict] | None = None,
+    manipulator_name: str = "the checkpoint manipulator",
 ) -> tuple[Any, Any, int]:
     """`(params, normalizers, step)` of another run, checked against `abstract_train_state`.
 
     For warm starts and export: the newest readable step unless `step` (or a step folder) is given.
+    `manipulate` (st_rl's `ckpt_manipulator`) maps the stored `{"params", "normalizers"}` (nested
+    dicts of numpy arrays) onto the configured shapes first; its result is what gets checked.
     """
     directory, located = locate(path)
     wanted = {"params": abstract_train_state.params, "normalizers": abstract_train_state.normalizers}
@@ -544,18 +562,36 @@ def load_params_and_normalizers(
 
     def read(candidate: int):
         layout = _layout_of(read_meta(manager, candidate))
-        stored = stored_signature(manager, candidate, layout)
-        found = {k: v for k, v in stored.items() if k.startswith(prefixes)}
-        check_signatures(expected, found, f"{directory}/{candidate}")
+        if manipulate is None:
+            stored = stored_signature(manager, candidate, layout)
+            found = {k: v for k, v in stored.items() if k.startswith(prefixes)}
+            check_signatures(expected, found, f"{directory}/{candidate}")
         raw, _ = restore_raw(manager, candidate)
-        return fill_from(wanted, raw, prefix="train_state.", layout=layout)
+        return raw, layout
 
     manager = open_manager(directory, read_only=True)
     try:
-        picked, found = first_readable(manager, step if step is not None else located, read)
+        (raw, layout), found_step = first_readable(manager, step if step is not None else located, read)
     finally:
         manager.close()
-    return picked["params"], picked["normalizers"], found
+    if manipulate is not None:
+        loaded = jax.device_get({k: raw["train_state"][k] for k in wanted})
+        try:
+            mapped = manipulate(loaded)
+        except Exception as err:  # noqa: BLE001 - the user's function: report it with its name
+            raise CheckpointError(
+                f"{manipulator_name} failed on {directory}/{found_step}: {type(err).__name__}: {err}"
+            ) from err
+        if not isinstance(mapped, Mapping) or set(mapped) != set(wanted):
+            raise CheckpointError(
+                f"{manipulator_name} must return a dict with keys {sorted(wanted)}, got "
+                f"{sorted(mapped) if isinstance(mapped, Mapping) else type(mapped).__name__}"
+            )
+        found = {f"train_state.{k}": v for k, v in tree_signature(mapped).items()}
+        check_signatures(expected, found, f"{directory}/{found_step} as mapped by {manipulator_name}")
+        raw = {"train_state": mapped}
+    picked = fill_from(wanted, raw, prefix="train_state.", layout=layout)
+    return picked["params"], picked["normalizers"], found_step
 
 
 def read_checkpoint_meta(path: str | Path, step: int | None = None) -> tuple[dict, int]:

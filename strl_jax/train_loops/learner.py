@@ -176,6 +176,8 @@ class Learner:
         params = self.model.init(init_key, shapes)
         env_ids = self.env_ids()
         env_state, obs = self.env.reset(env_key, env_ids[0])
+        if self.cfg.runner.init_at_random_ep_len:
+            env_state = self.env.random_episode_starts(env_state, env_key, env_ids[0])
         metric_names = jax.eval_shape(
             self.env.step, env_state, jnp.zeros((self.env.num_envs, self.env.action_size))
         )

@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from strl_jax.errors import NonFiniteError
 from strl_jax.train_loops.checkpoint import (
     CHECKPOINT_DIR,
     CheckpointError,
+    as_nested_dict,
     close_manager,
     load_params_and_normalizers,
     open_manager,
@@ -42,6 +44,7 @@ from strl_jax.train_loops.checkpoint import (
     save_checkpoint,
     supersede_after,
 )
+from strl_jax.train_loops.code_state import store_code_state
 from strl_jax.train_loops.devices import (
     ShardedPrograms,
     any_process,
@@ -54,6 +57,7 @@ from strl_jax.train_loops.devices import (
 from strl_jax.train_loops.learner import Learner, first_non_finite, jit_evaluate
 from strl_jax.train_loops.learners import make_learner
 from strl_jax.train_loops.logging import RunLogger
+from strl_jax.user_functions import import_function
 
 # Config fields only the host loop reads: runs that differ only in these share compiled programs
 # (and the learner's copy of the config). A field the jitted code starts to read must leave this list.
@@ -67,6 +71,12 @@ HOST_ONLY_RUNNER_FIELDS = (
     "experiment_name",
     "log_dir",
     "compile_cache",
+    "logger",
+    "wandb_project",
+    "neptune_project",
+    "git_status_repos",
+    "ckpt_manipulator",
+    "ckpt_manipulator_kwargs",
 )
 
 
@@ -281,10 +291,28 @@ def _initial_state(
         train_state, rollout_state = programs.init(init_key)
         return train_state, rollout_state, _empty_window(), 0.0
     abstract, _ = jax.eval_shape(programs.init, init_key)
-    params, normalizers, _ = load_params_and_normalizers(load, abstract)  # checked before compiling init
-    train_state, rollout_state = programs.init(init_key)
+    if not cfg.runner.ckpt_manipulator:
+        params, normalizers, _ = load_params_and_normalizers(load, abstract)  # checked before compiling init
+        train_state, rollout_state = programs.init(init_key)
+    else:
+        train_state, rollout_state = programs.init(init_key)
+        params, normalizers, _ = load_params_and_normalizers(
+            load,
+            abstract,
+            manipulate=checkpoint_manipulator(cfg, train_state),
+            manipulator_name=f"runner.ckpt_manipulator {cfg.runner.ckpt_manipulator!r}",
+        )
     train_state = warm_start(train_state, params, normalizers, programs)
     return train_state, rollout_state, _empty_window(), 0.0
+
+
+def checkpoint_manipulator(cfg: TrainConfig, fresh: Any) -> Callable[[dict], dict]:
+    """st_rl's `ckpt_manipulator`: the user's `fn(loaded, current, **kwargs)`, with `current`
+    this run's freshly initialised params and normalisers as nested dicts of numpy arrays."""
+    fn = import_function(cfg.runner.ckpt_manipulator, "runner.ckpt_manipulator")
+    params, normalizers = jax.device_get(local_copy((fresh.params, fresh.normalizers)))
+    current = {"params": as_nested_dict(params), "normalizers": as_nested_dict(normalizers)}
+    return lambda loaded: fn(loaded, current, **cfg.runner.ckpt_manipulator_kwargs)
 
 
 def warm_start(train_state: Any, params: Any, normalizers: Any, programs: Programs) -> Any:
@@ -307,11 +335,14 @@ def train(
     checkpoint: int | None = None,
     load: str | Path | None = None,
     handle_signals: bool = True,
+    more_iterations: int | None = None,
 ) -> TrainResult:
     """Train PPO as configured, writing config.yaml, metrics.jsonl, TensorBoard and checkpoints.
 
     `resume=True` continues the run in `log_dir` from its newest readable checkpoint (or
     `checkpoint`); `load` warm-starts params and normalisers from another run's checkpoint.
+    `runner.max_iterations` counts the whole run; `more_iterations` instead runs that many
+    iterations from wherever the run starts (rsl_rl's `learn(num_learning_iterations)`).
     """
     if cfg.runner.compile_cache:
         enable_compilation_cache()
@@ -328,11 +359,20 @@ def train(
     except BaseException:
         manager.close()
         raise
+    start_iteration = int(train_state.iteration)
+    if more_iterations is not None:
+        runner = dataclasses.replace(cfg.runner, max_iterations=start_iteration + more_iterations)
+        cfg = dataclasses.replace(cfg, runner=runner)  # host-only field: the same programs
     primary = is_primary()
+    code_files: list[Path] = []
     if primary:
         (log_dir / "config.yaml").write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
+        code_files, notes = store_code_state(
+            log_dir, cfg.runner.git_status_repos, resumed_at=start_iteration if resume else None
+        )
+        for note in notes if verbose else ():
+            print(note)
     _, eval_key = run_keys(cfg)
-    start_iteration = int(train_state.iteration)
     iteration = start_iteration
     saved = start_iteration if resume else None
     runner = cfg.runner
@@ -343,7 +383,11 @@ def train(
         verbose=verbose,
         enabled=primary,
         sections=programs.learner.metric_sections(),
+        backend=runner.logger,
+        project=runner.wandb_project if runner.logger == "wandb" else runner.neptune_project,
+        config=config_to_dict(cfg),
     )
+    logger.save_files(code_files)
     stop = StopRequest().install() if handle_signals else StopRequest()
     rows: list[dict[str, Any]] = []
     start = last = time.time()
