@@ -7,13 +7,21 @@ ONNX inputs `obs, h_in[, c_in]` and outputs `actions, h_out[, c_out]` (`[layers,
 `c_*` for an LSTM only), as in rsl_rl. Both are traced from the same acting step
 (`strl_jax.inference.ActingPolicy`); the ONNX graph is that trace written as ONNX operators
 (`strl_jax.onnx_graph`), so it needs nothing but the `onnx` package to build.
+
+`obs` is one flat input: the policy group's components in the env's order, images flattened
+row-major from `(C, H, W)`, without the components estimator stages always replace. Where the env
+names its components, the ONNX model says so in its `metadata_props` (`obs_components`: JSON
+`[[name, size], ...]`; `image_shapes`: JSON `{name: [C, H, W]}`), as does the CLI's summary.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +29,8 @@ import jax
 import jax.numpy as jnp
 
 from strl_jax.errors import CheckpointError, ConfigError, ExportError
-from strl_jax.inference import ActingPolicy, LoadedPolicy, load_policy
+from strl_jax.inference import ActingPolicy, LoadedPolicy, load_policy, policy_observation_size
+from strl_jax.networks.encoded_inputs import raw_input_size
 from strl_jax.onnx_graph import TensorSpec, function_to_onnx
 
 ONNX_OPSET = 18
@@ -40,6 +49,67 @@ def hidden_structure(acting: ActingPolicy) -> tuple[list[jax.ShapeDtypeStruct], 
 def with_batch(leaf: jax.ShapeDtypeStruct, batch: Any) -> tuple[Any, ...]:
     """A hidden leaf's shape `[layers, batch, size]` for another batch size."""
     return (leaf.shape[0], batch, *leaf.shape[2:])
+
+
+# ---------------------------------------------------------------------------- input layout
+@dataclasses.dataclass(frozen=True)
+class ObsLayout:
+    """What the deployed `obs` holds, in order: `(name, size)` per component, and the `(C, H, W)`
+    of the image components (flattened row-major), so a robot can assemble the input."""
+
+    components: tuple[tuple[str, int], ...]
+    image_shapes: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return sum(size for _, size in self.components)
+
+    def metadata(self) -> dict[str, str]:
+        """ONNX `metadata_props` entries (JSON values)."""
+        return {
+            "obs_components": json.dumps([[name, size] for name, size in self.components]),
+            "image_shapes": json.dumps({k: list(v) for k, v in self.image_shapes.items()}),
+        }
+
+    def describe(self) -> str:
+        """`name[start:stop]` per component, images with their `(C, H, W)`."""
+        parts, start = [], 0
+        for name, size in self.components:
+            image = f" {list(self.image_shapes[name])}" if name in self.image_shapes else ""
+            parts.append(f"{name}[{start}:{start + size}]{image}")
+            start += size
+        return ", ".join(parts)
+
+
+def deployed_layout(
+    components: Sequence[tuple[str, int]], shapes: Mapping[str, Sequence[int]], measured: Sequence[int]
+) -> ObsLayout:
+    """The layout of the measured entries (`networks.estimators.measured_indices`) of a group
+    whose components are `components`: a component no entry of which is measured is left out."""
+    kept = {int(i) for i in measured}
+    out, start = [], 0
+    for name, size in components:
+        count = sum(1 for i in range(start, start + size) if i in kept)
+        if count:
+            out.append((name, count))
+        start += size
+    images = {
+        name: tuple(int(d) for d in shapes[name])
+        for name, size in out
+        if name in shapes and math.prod(shapes[name]) == size
+    }
+    return ObsLayout(tuple(out), images)
+
+
+def policy_layout(loaded: LoadedPolicy) -> ObsLayout | None:
+    """The deployed `obs` layout of a loaded run; None where its env does not name the policy
+    group's components (or they do not add up to the observation the network reads)."""
+    components = loaded.env.components.get("policy")
+    actor = loaded.actor
+    full = raw_input_size(policy_observation_size(loaded.params), actor.model.encoders)
+    if not components or sum(size for _, size in components) != full:
+        return None
+    return deployed_layout(components, loaded.env.component_shapes, actor.model.measured_indices(full))
 
 
 # ---------------------------------------------------------------------------- jax.export
@@ -86,10 +156,16 @@ def hidden_names(acting: ActingPolicy, rnn_type: str) -> tuple[tuple[str, ...], 
     return names_in, names_out
 
 
-def onnx_policy_model(cfg: Any, acting: ActingPolicy) -> Any:
+def onnx_policy_model(cfg: Any, acting: ActingPolicy, layout: ObsLayout | None = None) -> Any:
     """The deterministic policy as an ONNX `ModelProto`: `obs [batch, obs_dim] -> actions` for an MLP
     policy; `(obs, h_in[, c_in]) -> (actions, h_out[, c_out])` for a recurrent one; the estimates
-    of estimator stages follow `actions`, one output per stage (in the env's units)."""
+    of estimator stages follow `actions`, one output per stage (in the env's units). `layout`, the
+    components of `obs`, goes into the model's metadata and doc string."""
+    if layout is not None and layout.size != acting.observation_size:
+        raise ExportError(
+            f"the obs layout ({layout.describe()}) holds {layout.size} values, the policy reads "
+            f"{acting.observation_size}"
+        )
     names_in, names_out = hidden_names(acting, cfg.policy.rnn_type)
     leaves, tree = hidden_structure(acting)
     stage_names = tuple(name for name, _ in acting.estimates)
@@ -101,6 +177,9 @@ def onnx_policy_model(cfg: Any, acting: ActingPolicy) -> Any:
     inputs = [TensorSpec(INPUT_NAME, (BATCH, acting.observation_size))]
     inputs += [TensorSpec(n, with_batch(h, BATCH), h.dtype) for n, h in zip(names_in, leaves, strict=True)]
     what = f"recurrent ({cfg.policy.rnn_type.lower()}) " if acting.recurrent else ""
+    doc = f"deterministic {what}{cfg.env.task} policy: normalised obs -> clipped mean action"
+    if layout is not None:
+        doc += f"; obs = {layout.describe()} (images flattened row-major from [C, H, W])"
     return function_to_onnx(
         step,
         inputs,
@@ -108,7 +187,8 @@ def onnx_policy_model(cfg: Any, acting: ActingPolicy) -> Any:
         opset=ONNX_OPSET,
         ir_version=ONNX_IR_VERSION,
         graph_name="strl_jax_policy",
-        doc_string=f"deterministic {what}{cfg.env.task} policy: normalised obs -> clipped mean action",
+        doc_string=doc,
+        metadata=None if layout is None else layout.metadata(),
     )
 
 
@@ -120,7 +200,7 @@ def export_run(loaded: LoadedPolicy, out_dir: Path, onnx_model: bool = True) -> 
     acting = loaded.acting()
     written[0].write_bytes(export_jax_policy(acting))
     if onnx_model:
-        model = onnx_policy_model(loaded.cfg, acting)
+        model = onnx_policy_model(loaded.cfg, acting, policy_layout(loaded))
         path = out_dir / "policy.onnx"
         path.write_bytes(model.SerializeToString())
         written.append(path)
@@ -155,7 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     outputs = f"actions [batch, {loaded.action_size}]"
     outputs += "".join(f", {n} [batch, {size}]" for n, size in acting.estimates)
     outputs += "".join(f", {n} {hidden}" for n in names_out)
-    print(f"checkpoint {loaded.step}: {inputs} -> {outputs}")
+    layout = policy_layout(loaded)
+    described = f"; obs = {layout.describe()}" if layout is not None else ""
+    print(f"checkpoint {loaded.step}: {inputs} -> {outputs}{described}")
     for path in written:
         print(f"wrote {path}")
     return 0

@@ -24,6 +24,7 @@ from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.envs.vec_env import VecEnv
 from strl_jax.networks.acting import Actor, make_actor
+from strl_jax.networks.encoded_inputs import raw_input_size
 from strl_jax.networks.normalizer import NormalizerState, init_normalizer
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.networks.policy_classes import policy_class
@@ -42,7 +43,8 @@ def action_size(params: Any) -> int:
 
 
 def policy_observation_size(params: Any) -> int:
-    """Size of the policy group's observation, read from the first layer the actor applies to it."""
+    """Width of what the actor's first layer reads: the policy group's observation, with encoded
+    components as their latents (`networks.encoded_inputs.raw_input_size` undoes that)."""
     inner = params["params"]
     if "memory_a" in inner:
         return int(inner["memory_a"]["layer_0"]["weight_ih"].shape[1])
@@ -50,15 +52,20 @@ def policy_observation_size(params: Any) -> int:
     return int(first["kernel"].shape[0])
 
 
-def actor_of(cfg: TrainConfig, params: Any, components: dict | None = None) -> Actor:
+def actor_of(
+    cfg: TrainConfig, params: Any, components: dict | None = None, shapes: dict | None = None
+) -> Actor:
     """The acting policy a run trained (its network, normalisation and action clipping).
 
-    A policy with estimator stages finds its components in `components` (the env's layouts); when
-    they are not given, one env of the run's task is built to read them.
+    A policy with estimator stages or encoders finds its components in `components` (the env's
+    layouts) and image components' shapes in `shapes`; when they are not given, one env of the
+    run's task is built to read them.
     """
-    if components is None and policy_class(cfg.policy.class_name).stages:
-        components = make_env_from_config(cfg.env, num_envs=1).components
-    return make_actor(make_policy_model(action_size(params), cfg.policy, components), cfg)
+    spec = policy_class(cfg.policy.class_name)
+    if components is None and (spec.stages or spec.encoders):
+        env = make_env_from_config(cfg.env, num_envs=1)
+        components, shapes = env.components, env.component_shapes
+    return make_actor(make_policy_model(action_size(params), cfg.policy, components, shapes), cfg)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +91,8 @@ def acting_policy(
     actor: Actor, params: Any, normalizers: dict[str, NormalizerState], obs_size: int | None = None
 ) -> ActingPolicy:
     """`actor`'s deterministic step on the measured observation array (for export and deployment)."""
-    obs_size = policy_observation_size(params) if obs_size is None else obs_size
+    if obs_size is None:
+        obs_size = raw_input_size(policy_observation_size(params), actor.model.encoders)
     measured = actor.model.measured_indices(obs_size)
     # The full observation from the measured one; entries a stage replaces get a placeholder.
     source = np.zeros(obs_size, np.int32)
@@ -154,7 +162,7 @@ class LoadedPolicy:
 
     @property
     def actor(self) -> Actor:
-        return actor_of(self.cfg, self.params, self.env.components)
+        return actor_of(self.cfg, self.params, self.env.components, self.env.component_shapes)
 
     def acting(self) -> ActingPolicy:
         return acting_policy(self.actor, self.params, self.normalizers)
@@ -177,10 +185,11 @@ def init_policy_state(
     obs_shapes: dict[str, tuple[int, ...]],
     num_actions: int,
     components: dict | None = None,
+    shapes: dict | None = None,
 ) -> PolicyState:
     """Fresh policy parameters and one normaliser per observation group (AMP frames have none)."""
     return PolicyState(
-        params=make_policy_model(num_actions, cfg.policy, components).init(key, obs_shapes),
+        params=make_policy_model(num_actions, cfg.policy, components, shapes).init(key, obs_shapes),
         normalizers={k: init_normalizer(s) for k, s in obs_shapes.items() if k != AMP_GROUP},
     )
 
@@ -197,7 +206,9 @@ def load_policy(run: str | Path, checkpoint: int | None = None) -> LoadedPolicy:
     env = make_env_from_config(cfg.env, num_envs=1)
     shapes = env.observation_shapes()
     abstract = jax.eval_shape(
-        lambda key: init_policy_state(key, cfg, shapes, env.action_size, env.components),
+        lambda key: init_policy_state(
+            key, cfg, shapes, env.action_size, env.components, env.component_shapes
+        ),
         jax.random.PRNGKey(0),
     )
     params, normalizers, step = load_params_and_normalizers(run, abstract, checkpoint)

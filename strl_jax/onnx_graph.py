@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import string
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -370,6 +370,72 @@ def _dot_general(g: Graph, eqn: JaxprEqn, lhs: Value, rhs: Value) -> Value:
     return g.op("Einsum", lhs, rhs, equation=f"{''.join(left)},{''.join(right)}->{out}")
 
 
+def _in_layout(g: Graph, x: Value, perm: Sequence[int]) -> Value:
+    """`x` with its axes in the order `perm` (folded for constants, none for the identity)."""
+    perm = [int(a) for a in perm]
+    if perm == sorted(perm):
+        return x
+    return np.transpose(x, perm) if isinstance(x, np.ndarray) else g.op("Transpose", x, perm=perm)
+
+
+def _conv(g: Graph, eqn: JaxprEqn, lhs: Value, rhs: Value) -> Value:
+    """Conv on ONNX's `[N, C, spatial...]` layout; other dimension numbers become transposes."""
+    p = eqn.params
+    unsupported = {
+        "lhs_dilation (a transposed convolution)": any(d != 1 for d in p["lhs_dilation"]),
+        "batch_group_count > 1": p["batch_group_count"] != 1,
+        "negative padding (cropping)": any(lo < 0 or hi < 0 for lo, hi in p["padding"]),
+    }
+    refused = [what for what, found in unsupported.items() if found]
+    if refused:
+        raise ExportError(f"conv_general_dilated with {', '.join(refused)} has no ONNX form here")
+    dn = p["dimension_numbers"]
+    out_dtype = np.dtype(eqn.outvars[0].aval.dtype)
+    if _dtype(eqn) != out_dtype:  # preferred_element_type: compute in the result's type
+        lhs, rhs = (g.op("Cast", v, to=_onnx_type(g, out_dtype)) for v in (lhs, rhs))
+    kernel = _ints([_in_shape(eqn, 1)[a] for a in dn.rhs_spec[2:]], "convolution kernel shape")
+    y = g.op(
+        "Conv",
+        _in_layout(g, lhs, dn.lhs_spec),
+        _in_layout(g, rhs, dn.rhs_spec),
+        kernel_shape=kernel,
+        strides=list(p["window_strides"]),
+        pads=[lo for lo, _ in p["padding"]] + [hi for _, hi in p["padding"]],
+        dilations=list(p["rhs_dilation"]),
+        group=p["feature_group_count"],
+    )
+    return _in_layout(g, y, np.argsort(dn.out_spec))
+
+
+def _max_pool(negate: bool = False) -> Rule:
+    """`reduce_window_max` (`_min`: the max of the negation) as ONNX MaxPool, which pools every
+    axis after the first two: those two must have a unit window (e.g. NCHW pooling)."""
+
+    def rule(g: Graph, eqn: JaxprEqn, x: Value) -> Value:
+        p = eqn.params
+        window, strides, pads = p["window_dimensions"], p["window_strides"], p["padding"]
+        pooled = [window[a] != 1 or strides[a] != 1 or tuple(pads[a]) != (0, 0) for a in range(len(window))]
+        if len(window) < 3 or any(pooled[:2]):
+            raise ExportError(
+                f"{eqn.primitive.name} over the first two axes (window {tuple(window)}) has no ONNX form "
+                "here; ONNX pools only the axes after [batch, channels]"
+            )
+        if any(d != 1 for d in p["base_dilation"]):
+            raise ExportError(f"{eqn.primitive.name} with base_dilation has no ONNX form here")
+        pads = pads[2:]
+        attrs = dict(
+            kernel_shape=list(window[2:]),
+            strides=list(strides[2:]),
+            pads=[lo for lo, _ in pads] + [hi for _, hi in pads],
+            dilations=list(p["window_dilation"][2:]),
+        )
+        if negate:
+            return g.op("Neg", g.op("MaxPool", g.op("Neg", x), **attrs))
+        return g.op("MaxPool", x, **attrs)
+
+    return rule
+
+
 def _reduce(op_type: str) -> Rule:
     return lambda g, eqn, x: g.op(op_type, x, g.ints(list(eqn.params["axes"])), keepdims=0)
 
@@ -444,6 +510,9 @@ RULES: dict[str, Rule] = {
     "dynamic_slice": _dynamic_slice,
     "gather": _gather,
     "dot_general": _dot_general,
+    "conv_general_dilated": _conv,
+    "reduce_window_max": _max_pool(),
+    "reduce_window_min": _max_pool(negate=True),
     "reduce_sum": _reduce("ReduceSum"),
     "reduce_max": _reduce("ReduceMax"),
     "reduce_min": _reduce("ReduceMin"),
@@ -469,8 +538,10 @@ def function_to_onnx(
     ir_version: int,
     graph_name: str,
     doc_string: str = "",
+    metadata: Mapping[str, str] | None = None,
 ) -> Any:
-    """`fn(*inputs) -> tuple of arrays` as a checked ONNX `ModelProto` with the given tensor names."""
+    """`fn(*inputs) -> tuple of arrays` as a checked ONNX `ModelProto` with the given tensor names;
+    `metadata` becomes its `metadata_props` (what a runtime reads about the model)."""
     onnx = _import_onnx()
     scope = jax.export.SymbolicScope()
     symbols = sorted({d for spec in inputs for d in spec.shape if isinstance(d, str)})
@@ -501,5 +572,7 @@ def function_to_onnx(
         doc_string=doc_string,
     )
     model.ir_version = ir_version
+    if metadata:
+        onnx.helper.set_model_props(model, dict(metadata))
     onnx.checker.check_model(model)
     return model

@@ -59,7 +59,9 @@ def run_episodes(
 def make_rollout(env: VecEnv, cfg: TrainConfig) -> Callable:
     """Jitted `(params, normalizers, key) -> run_episodes(...)`: the parameters are arguments,
     not constants, so one compiled program serves every checkpoint of a config."""
-    actor = make_actor(make_policy_model(env.action_size, cfg.policy, env.components), cfg)
+    actor = make_actor(
+        make_policy_model(env.action_size, cfg.policy, env.components, env.component_shapes), cfg
+    )
     return jax.jit(lambda params, normalizers, key: run_episodes(env, actor, params, normalizers, key))
 
 

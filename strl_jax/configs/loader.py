@@ -20,6 +20,7 @@ from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.brax_env import available_backends
 from strl_jax.envs.tasks import task_family
 from strl_jax.errors import ConfigError
+from strl_jax.networks.encoder_settings import check_encoder_settings
 from strl_jax.networks.mlp import ACTIVATIONS
 from strl_jax.networks.policy_classes import check_policy_stages, policy_class
 from strl_jax.user_functions import check_function_spec
@@ -220,6 +221,20 @@ def resolve_config(
     return cfg
 
 
+def check_deterministic_policy(cfg: TrainConfig) -> None:
+    """A policy that acts with its mean (st_rl's DeterministicPolicyMixin) gets no gradient from
+    PPO's surrogate (the log-probability's gradient vanishes at the mean): only a teacher trains it."""
+    if not policy_class(cfg.policy.class_name).deterministic:
+        return
+    if "teacher" not in algorithm_spec(cfg.algorithm.class_name).parts:
+        taught = [name for name, spec in ALGORITHMS.items() if "teacher" in spec.parts]
+        raise ConfigError(
+            f"policy.class_name {cfg.policy.class_name} acts with its mean action, where the gradient of "
+            f"PPO's surrogate is zero: algorithm.class_name {cfg.algorithm.class_name} could not train its "
+            f"actor; use one with a teacher: {taught}"
+        )
+
+
 def validate_config(cfg: TrainConfig) -> None:
     """Checks that need more than types: choices and divisibility."""
     task_family(cfg.env.task)  # a ConfigError listing the Brax and Playground tasks
@@ -240,6 +255,8 @@ def validate_config(cfg: TrainConfig) -> None:
     if cfg.runner.ckpt_manipulator:
         check_function_spec(cfg.runner.ckpt_manipulator, "runner.ckpt_manipulator")
     check_policy_stages(cfg.policy)  # class name, estimator / adaptor settings
+    check_encoder_settings(cfg.policy)
+    check_deterministic_policy(cfg)
     check_algorithm_config(cfg)  # the checks of the algorithm's parts (teacher, discriminator, ...)
     if cfg.policy.activation.lower() not in ACTIVATIONS:
         raise ConfigError(

@@ -34,6 +34,13 @@ class EnvConfig:
     # MuJoCo Playground tasks only: each env gets its own physics drawn by the task's randomiser
     # (friction, masses, ...) once at the start of the run, as Playground's training does.
     domain_randomization: bool = True
+    # MuJoCo Playground rough-terrain tasks: terrain heights on a grid around the base (legged_gym's
+    # `measured_heights`) appended to groups as the component `height_scan`; {} is off. Keys:
+    # `groups` (default [critic]) and the fields of strl_jax.envs.height_scan.HeightScanSpec.
+    height_scan: dict = field(default_factory=dict)
+    # MuJoCo Playground tasks: a depth image from ray casts off a camera on the robot, appended to
+    # groups as the component `forward_depth`; {} is off (keys: strl_jax.envs.depth_camera).
+    forward_depth: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,24 @@ class PolicyConfig:
     adaptor_kwargs: dict = field(default_factory=dict)
     privilege_replace_state_prob: float = 0.0
     adaptor_recurrent: bool = True  # its own memory (recurrent policies); false: an MLP adaptor
+    # EncoderActorCritic, EncoderActorCriticRecurrent, EncoderAmpActorCriticRecurrent, EncoderStateAc,
+    # EncoderStateAcRecurrent (st_rl `EncoderActorCriticMixin`): each named component of the policy
+    # group is embedded by its own encoder (`MlpModel` or `Conv2dHeadModel`, one class for all or one
+    # per component; `encoder_kwargs` one mapping for all or one per component) into
+    # `encoder_output_size` features that take its place in the actor's input.
+    encoder_component_names: tuple[str, ...] | None = None
+    encoder_class_name: str | tuple[str, ...] = "MlpModel"
+    encoder_kwargs: dict | tuple[dict, ...] = field(default_factory=dict)
+    encoder_output_size: int | None = None
+    # the critic's encoders: component names of the critic group with encoders of their own, or
+    # "shared": the actor's encoders, applied to the same components of the critic group
+    critic_encoder_component_names: str | tuple[str, ...] | None = None
+    # VisualDeterministicAC, VisualDeterministicRecurrent (st_rl `VisualActorCriticMixin`): one
+    # Conv2dHeadModel embeds `visual_component_name` of the policy group into `visual_latent_size`
+    # features; acting returns the mean action (`DeterministicPolicyMixin`)
+    visual_component_name: str = "forward_depth"
+    visual_kwargs: dict = field(default_factory=dict)
+    visual_latent_size: int = 256
     # APPO / ATPPO only
     amp_discriminator: AmpDiscriminatorConfig = field(default_factory=AmpDiscriminatorConfig)
 

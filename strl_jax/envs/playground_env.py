@@ -9,7 +9,12 @@ Brax's (fresh random resets, truncation, final observations). What this module a
   actor-critic), any other key its own group; named components per group;
 - each env's own physics from the task's domain randomiser, drawn once per env at the start as
   Playground's training does, kept in the env state (exact resume);
-- for joystick tasks a probe of velocity tracking and mechanical power (`Eval/velrmsd`, `Eval/CoT`).
+- for joystick tasks a probe of velocity tracking and mechanical power (`Eval/velrmsd`, `Eval/CoT`);
+- on rough-terrain tasks an optional height scan of the heightfield around the base
+  (`env.height_scan`, legged_gym's `measured_heights`), the component `height_scan` of chosen groups;
+- an optional depth image from a camera on the robot (`env.forward_depth`, legged_gym parkour's
+  `forward_depth`), cast once per reset and step into `state.info` and read by the observation as
+  the component `forward_depth` of chosen groups.
 
 Groups stay flat arrays and their components are static `(name, size)` layouts: normalisers,
 networks and export all work on vectors, and parts pick components by name through the layout.
@@ -20,19 +25,30 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from strl_jax.envs.menagerie import EXTRA, use_offline_menagerie
-from strl_jax.envs.playground_components import component_layout
+from strl_jax.envs.perception import (
+    FORWARD_DEPTH,
+    FREE_JOINT,
+    HEIGHT_SCAN,
+    HEIGHTFIELD_TASKS,
+    WithForwardDepth,
+    forward_depth_setting,
+    height_scan_setting,
+    require_jax_impl,
+    with_forward_depth,
+    with_height_scan,
+)
+from strl_jax.envs.playground_groups import PlaygroundGroups, group_components, observation_groups
 from strl_jax.envs.vec_env import Observation, VecEnv
 from strl_jax.errors import ConfigError
 
-FREE_JOINT = 0  # mujoco.mjtJoint.mjJNT_FREE
-DEFAULT_GROUPS = {"policy": ("state",), "critic": ("privileged_state",)}
+__all__ = ["HEIGHTFIELD_TASKS", "PlaygroundGroups", "make_playground_env", "playground_tasks"]
 
 
 # ---- the registry ------------------------------------------------------------------------
@@ -96,67 +112,6 @@ def domain_randomizer(task: str) -> Any:
 
     with contextlib.redirect_stdout(io.StringIO()):
         return registry.get_domain_randomizer(task)
-
-
-# ---- observation groups --------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class PlaygroundGroups:
-    """strl_jax groups from Playground's observation: each group concatenates Playground keys
-    (`""` stands for a task whose observation is one array)."""
-
-    groups: tuple[tuple[str, tuple[str, ...]], ...]
-
-    def __call__(self, state: Any) -> Observation:
-        obs = state.obs if isinstance(state.obs, dict) else {"": state.obs}
-        out = {}
-        for name, keys in self.groups:
-            parts = [obs[k] for k in keys]
-            out[name] = parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=-1)
-        return out
-
-
-def observation_groups(task: str, obs: Any, spec: dict) -> PlaygroundGroups:
-    """Default groups (`state` -> policy, `privileged_state` -> critic, other keys their own),
-    updated by `env.obs_groups` = `{group: key or [keys]}` over Playground's keys."""
-    if not isinstance(obs, dict):
-        if spec:
-            raise ConfigError(
-                f"Playground task {task!r} has one observation array, which every group sees; "
-                f"env.obs_groups does not apply to it (got {spec!r})"
-            )
-        return PlaygroundGroups((("policy", ("",)), ("critic", ("",))))
-    keys = list(obs)
-    groups: dict[str, tuple[str, ...]] = {k: (k,) for k in keys if k not in ("state", "privileged_state")}
-    groups["policy"] = ("state",) if "state" in obs else (keys[0],)
-    groups["critic"] = ("privileged_state",) if "privileged_state" in obs else groups["policy"]
-    for name, value in spec.items():
-        chosen = (value,) if isinstance(value, str) else tuple(value or ())
-        bad = [k for k in chosen if not isinstance(k, str) or k not in obs]
-        if not chosen or bad:
-            raise ConfigError(
-                f"env.obs_groups.{name} must name Playground observation keys of {task!r}; "
-                f"got {value!r}, valid keys: {keys}"
-            )
-        flat = [k for k in chosen if len(obs[k].shape) != 1]
-        if flat and len(chosen) > 1:
-            raise ConfigError(f"env.obs_groups.{name}: only 1-D observations concatenate, not {flat}")
-        groups[name] = chosen
-    return PlaygroundGroups(tuple(groups.items()))
-
-
-def group_components(task: str, config: Any, groups: PlaygroundGroups) -> dict:
-    """`{group: ((name, size), ...)}` for the groups whose every key has a known layout; in a
-    group of several keys each name is prefixed `<key>.` (both keys may have a `base_lin_vel`)."""
-    out = {}
-    for name, keys in groups.groups:
-        layouts = [component_layout(task, k or "state", config) for k in keys]
-        if all(layout is not None for layout in layouts):
-            out[name] = tuple(
-                (c if len(keys) == 1 else f"{k}.{c}", n)
-                for k, layout in zip(keys, layouts, strict=True)
-                for c, n in layout
-            )
-    return out
 
 
 # ---- per-env physics -------------------------------------------------------------------------
@@ -252,29 +207,55 @@ def make_playground_env(
     overrides: dict | None = None,
     obs_groups: dict | None = None,
     domain_randomization: bool = True,
+    height_scan: dict | None = None,
+    forward_depth: dict | None = None,
 ) -> VecEnv:
-    """A batched Playground task by registry name, with clear errors for bad names or settings."""
+    """A batched Playground task by registry name, with clear errors for bad names or settings.
+
+    `height_scan` (`env.height_scan`) appends the terrain scan to groups as component `height_scan`,
+    `forward_depth` (`env.forward_depth`) then the depth image as component `forward_depth`.
+    """
     if not playground_installed():
         raise ConfigError(f"task {task!r} is a MuJoCo Playground task; install it with `{EXTRA}`")
     from mujoco_playground import registry  # noqa: PLC0415 - optional dependency
 
     if task not in registry.ALL_ENVS:
         raise ConfigError(f"unknown Playground task {task!r}; valid: {list(registry.ALL_ENVS)}")
+    scan = height_scan_setting(height_scan)
+    depth = forward_depth_setting(forward_depth)
     use_offline_menagerie(task)
     config = playground_config(task, overrides or {})
+    if depth is not None:
+        require_jax_impl(task, config)
     env = registry.load(task, config=config)
     reset_state = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
     groups = observation_groups(task, reset_state.obs, obs_groups or {})
+    observe: Callable[[Any], Observation] = groups
+    components = group_components(task, config, groups)
+    shapes: dict[str, tuple[int, ...]] = {}
+    if scan is not None:
+        observe = with_height_scan(task, env, config, groups, scan)
+        entry = (HEIGHT_SCAN, scan.spec.num_points)
+        components = {g: (*c, entry) if g in scan.groups else c for g, c in components.items()}
+        shapes[HEIGHT_SCAN] = (1, scan.spec.num_x, scan.spec.num_y)
+    simulated: Any = env
+    if depth is not None:
+        simulated = with_forward_depth(task, env, groups, depth)
+        observe = WithForwardDepth(base=observe, groups=depth.groups)
+        entry = (FORWARD_DEPTH, depth.spec.height * depth.spec.width)
+        components = {g: (*c, entry) if g in depth.groups else c for g, c in components.items()}
+        shapes[FORWARD_DEPTH] = depth.spec.shape
     randomizer = domain_randomizer(task) if domain_randomization else None
     return VecEnv(
-        env=env,
+        env=simulated,
         task=task,
         num_envs=num_envs,
         episode_length=episode_length,
         action_repeat=action_repeat,
         clip_actions=clip_actions,
-        observe=groups,
+        observe=observe,
         physics=None if randomizer is None else randomized_physics(env, randomizer),
         probe=LocomotionProbe(env) if is_joystick(env, reset_state) else None,
-        components=group_components(task, config, groups),
+        components=components,
+        component_shapes=shapes,
     )

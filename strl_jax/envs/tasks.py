@@ -9,6 +9,7 @@ from strl_jax.envs.brax_env import available_tasks as brax_tasks
 from strl_jax.envs.brax_env import make_brax_env
 from strl_jax.envs.menagerie import EXTRA
 from strl_jax.envs.obs_components import select_components
+from strl_jax.envs.perception import HEIGHTFIELD_TASKS
 from strl_jax.envs.playground_env import make_playground_env, playground_tasks
 from strl_jax.envs.vec_env import VecEnv
 from strl_jax.errors import ConfigError
@@ -62,11 +63,24 @@ def make_env_from_config(env_cfg, num_envs: int | None = None, amp: bool = False
             overrides=env_cfg.playground,
             obs_groups=env_cfg.obs_groups,
             domain_randomization=env_cfg.domain_randomization,
+            height_scan=env_cfg.height_scan,
+            forward_depth=env_cfg.forward_depth,
         )
         return select_components(env, env_cfg.obs_components, PLAYGROUND_NAMING_HINT)
     if env_cfg.playground:
         raise ConfigError(
             f"env.playground applies to MuJoCo Playground tasks, not to Brax task {env_cfg.task!r}"
+        )
+    if env_cfg.height_scan:
+        raise ConfigError(
+            f"env.height_scan needs a task whose ground is a heightfield, not Brax task {env_cfg.task!r}; "
+            f"tasks with one: {list(HEIGHTFIELD_TASKS)}"
+        )
+    if env_cfg.forward_depth:
+        raise ConfigError(
+            f"env.forward_depth casts rays in a MuJoCo Playground task's MJX model, not in Brax task "
+            f"{env_cfg.task!r}; valid: Playground tasks (Go1JoystickFlatTerrain, Go1JoystickRoughTerrain, "
+            f"...; `{EXTRA}`)"
         )
     env = make_brax_env(
         task=env_cfg.task,

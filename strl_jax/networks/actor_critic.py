@@ -9,6 +9,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from strl_jax.networks.encoded_inputs import EncoderSpec, embed
 from strl_jax.networks.estimators import Stage, StageSpec, StageUnits, run_stages
 from strl_jax.networks.mlp import MLP
 
@@ -53,12 +54,16 @@ class ActorCritic(nn.Module):
     init_noise_std: float = 1.0
     noise_std_type: str = "scalar"
     stages: tuple[StageSpec, ...] = ()  # estimator / adaptor before the actor (StateAc)
+    encoders: tuple[EncoderSpec, ...] = ()  # components of the policy group embedded by encoders
+    critic_encoders: tuple[EncoderSpec, ...] = ()  # ... of the critic group
+    shared_critic_encoders: bool = False  # the critic applies the actor's encoders (st_rl "shared")
 
     def setup(self) -> None:
         self.actor = MLP(tuple(self.actor_hidden_dims), self.action_dim, self.activation, 0.01)
         self.critic = MLP(tuple(self.critic_hidden_dims), 1, self.activation, 1.0)
         self.std_param = std_parameter(self)
         self.stage = {s.name: Stage(s) for s in self.stages}
+        setup_encoders(self)
 
     def __call__(
         self, policy_obs: jax.Array, critic_obs: jax.Array
@@ -70,8 +75,10 @@ class ActorCritic(nn.Module):
     def forward(self, policy_obs: jax.Array, hidden: dict, draws: dict | None, units: StageUnits | None):
         """`(mean, std, hidden, estimates)`: the stages (`networks.estimators`), then the actor."""
         x, hidden, estimates = run_stages(self.stage, self.stages, policy_obs, hidden, draws, units)
+        x, latents = embed(x, self.encoders, self.encoder)
         mean = self.actor(x)
-        return mean, std_from_parameter(self.std_param, self.noise_std_type, mean.shape), hidden, estimates
+        std = std_from_parameter(self.std_param, self.noise_std_type, mean.shape)
+        return mean, std, hidden, {**estimates, **latents}
 
     def distribution(self, policy_obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Mean and std of the action distribution for normalised policy observations (inference)."""
@@ -80,7 +87,21 @@ class ActorCritic(nn.Module):
 
     def value(self, critic_obs: jax.Array) -> jax.Array:
         """State value for normalised critic observations, without the trailing unit axis."""
-        return self.critic(critic_obs)[..., 0]
+        return self.critic(embed_critic(self, critic_obs))[..., 0]
+
+
+def setup_encoders(module: nn.Module) -> None:
+    """The encoders of both actor-critics (call from `setup`): parameters `encoder_<component>`
+    and, unless shared, `critic_encoder_<component>`."""
+    module.encoder = {s.component: s.build() for s in module.encoders}
+    own = {} if module.shared_critic_encoders else {s.component: s.build() for s in module.critic_encoders}
+    module.critic_encoder = own
+
+
+def embed_critic(module: nn.Module, critic_obs: jax.Array) -> jax.Array:
+    """The critic's observation with its encoded components replaced by their latents."""
+    encoders = module.encoder if module.shared_critic_encoders else module.critic_encoder
+    return embed(critic_obs, module.critic_encoders, encoders)[0]
 
 
 def clamp_std(params: dict, noise_std_type: str, min_std: float | None) -> dict:

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import flax.linen as nn
 import jax
 
-from strl_jax.networks.actor_critic import std_from_parameter, std_parameter
+from strl_jax.networks.actor_critic import embed_critic, setup_encoders, std_from_parameter, std_parameter
+from strl_jax.networks.encoded_inputs import EncoderSpec, embed
 from strl_jax.networks.estimators import Stage, StageSpec, StageUnits, run_stages
 from strl_jax.networks.memory import Memory
 from strl_jax.networks.mlp import MLP
@@ -26,6 +27,9 @@ class ActorCriticRecurrent(nn.Module):
     rnn_hidden_size: int = 256
     rnn_num_layers: int = 1
     stages: tuple[StageSpec, ...] = ()  # estimator / adaptor (StateAcRecurrent, PrivilegeStateAcRecurrent)
+    encoders: tuple[EncoderSpec, ...] = ()  # components of the policy group embedded by encoders
+    critic_encoders: tuple[EncoderSpec, ...] = ()  # ... of the critic group
+    shared_critic_encoders: bool = False  # the critic applies the actor's encoders (st_rl "shared")
 
     def setup(self) -> None:
         self.memory_a = Memory(self.rnn_type, self.rnn_hidden_size, self.rnn_num_layers)
@@ -35,6 +39,7 @@ class ActorCriticRecurrent(nn.Module):
         self.std_param = std_parameter(self)
         memory = dict(rnn_type=self.rnn_type, rnn_hidden_size=self.rnn_hidden_size)
         self.stage = {s.name: Stage(s, **memory, rnn_num_layers=self.rnn_num_layers) for s in self.stages}
+        setup_encoders(self)
 
     def __call__(self, policy_obs, critic_obs, hidden: dict):
         """Used for initialisation: touches every parameter."""
@@ -47,14 +52,16 @@ class ActorCriticRecurrent(nn.Module):
         the actor's memory, the stage that reads the memory's output (`use_actor_rnn`), the actor.
         Only the actor's and the stages' memories in `hidden` change."""
         x, hidden, estimates = run_stages(self.stage, self.stages, policy_obs, hidden, draws, units)
+        x, latents = embed(x, self.encoders, self.encoder)
         features, hidden["actor"] = self.memory_a(x, hidden["actor"])
         for s in self.stages:
             if s.reads_actor_memory:
                 estimates[s.name] = self.stage[s.name](features, None)[0]
         mean = self.actor(features)
-        return mean, std_from_parameter(self.std_param, self.noise_std_type, mean.shape), hidden, estimates
+        std = std_from_parameter(self.std_param, self.noise_std_type, mean.shape)
+        return mean, std, hidden, {**estimates, **latents}
 
     def value(self, critic_obs: jax.Array, hidden_c):
         """State value for one step, and the critic's next hidden state."""
-        features, hidden_c = self.memory_c(critic_obs, hidden_c)
+        features, hidden_c = self.memory_c(embed_critic(self, critic_obs), hidden_c)
         return self.critic(features)[..., 0], hidden_c

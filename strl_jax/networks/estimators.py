@@ -97,10 +97,14 @@ def stage_units(
 
 
 def raw_estimates(estimates: dict[str, jax.Array], units: StageUnits | None) -> dict[str, jax.Array]:
-    """Estimates in the env's units (what a robot's logger wants)."""
+    """Estimates in the env's units (what a robot's logger wants); encoder latents (no units)
+    pass through."""
     if units is None:
         return estimates
-    return {k: v * units.raw_scale[k] + units.raw_shift[k] for k, v in estimates.items()}
+    return {
+        k: v * units.raw_scale[k] + units.raw_shift[k] if k in units.raw_scale else v
+        for k, v in estimates.items()
+    }
 
 
 def substitute(obs: jax.Array, spec: StageSpec, value: jax.Array, rows: jax.Array | None) -> jax.Array:

@@ -18,6 +18,8 @@ from flax import struct
 
 from strl_jax.networks.actor_critic import ActorCritic
 from strl_jax.networks.actor_critic_recurrent import ActorCriticRecurrent
+from strl_jax.networks.encoded_inputs import EncoderSpec
+from strl_jax.networks.encoder_settings import resolve_encoders
 from strl_jax.networks.estimators import (
     StageSpec,
     StageUnits,
@@ -40,10 +42,18 @@ class PolicyModel:
     """
 
     module: nn.Module = struct.field(pytree_node=False)
+    # st_rl's DeterministicPolicyMixin: the rollout executes the mean action (its log-probability
+    # under the Gaussian is what the update's ratio compares)
+    deterministic: bool = struct.field(pytree_node=False, default=False)
 
     @property
     def recurrent(self) -> bool:
         return isinstance(self.module, ActorCriticRecurrent)
+
+    @property
+    def encoders(self) -> tuple[EncoderSpec, ...]:
+        """The encoders of the policy group's components (their latents are named by component)."""
+        return tuple(self.module.encoders)
 
     @property
     def noise_std_type(self) -> str:
@@ -169,10 +179,14 @@ def reset_hidden_groups(hidden: Hidden, done: jax.Array) -> Hidden:
     return {k: reset_hidden(v, done) for k, v in hidden.items()}
 
 
-def make_policy_model(action_dim: int, cfg, components: dict | None = None) -> PolicyModel:
-    """Build from a `PolicyConfig`: `class_name` picks the core (feed-forward or recurrent) and the
-    estimator stages, whose components are looked up in the env's `components` layouts."""
+def make_policy_model(
+    action_dim: int, cfg, components: dict | None = None, shapes: dict | None = None
+) -> PolicyModel:
+    """Build from a `PolicyConfig`: `class_name` picks the core (feed-forward or recurrent), the
+    estimator stages and the encoders, whose components are looked up in the env's `components`
+    layouts (and image components' `(C, H, W)` in `shapes`, `VecEnv.component_shapes`)."""
     spec = policy_class(cfg.class_name)
+    encoders, critic_encoders, shared = resolve_encoders(cfg, spec, components, shapes)
     common = dict(
         action_dim=action_dim,
         actor_hidden_dims=tuple(cfg.actor_hidden_dims),
@@ -181,14 +195,16 @@ def make_policy_model(action_dim: int, cfg, components: dict | None = None) -> P
         init_noise_std=cfg.init_noise_std,
         noise_std_type=cfg.noise_std_type,
         stages=resolve_stages(cfg, spec, components),
+        encoders=encoders,
+        critic_encoders=critic_encoders,
+        shared_critic_encoders=shared,
     )
     if not spec.recurrent:
-        return PolicyModel(ActorCritic(**common))
-    return PolicyModel(
-        ActorCriticRecurrent(
-            **common,
-            rnn_type=cfg.rnn_type,
-            rnn_hidden_size=cfg.rnn_hidden_size,
-            rnn_num_layers=cfg.rnn_num_layers,
-        )
+        return PolicyModel(ActorCritic(**common), deterministic=spec.deterministic)
+    module = ActorCriticRecurrent(
+        **common,
+        rnn_type=cfg.rnn_type,
+        rnn_hidden_size=cfg.rnn_hidden_size,
+        rnn_num_layers=cfg.rnn_num_layers,
     )
+    return PolicyModel(module, deterministic=spec.deterministic)

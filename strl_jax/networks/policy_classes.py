@@ -1,9 +1,12 @@
 """st_rl's policy class names as configurations of one network family.
 
 st_rl composes policies from mixins (`StateAcRecurrent = EstimatorMixin + ActorCriticRecurrent`,
-`PrivilegeStateAcRecurrent = PrivilegeEstimatorMixin + EstimatorMixin + ActorCriticRecurrent`).
-Here a class name is a row: a feed-forward or recurrent core and the stages before it
-(`networks.estimators`), whose settings are `policy.*` fields under st_rl's names.
+`PrivilegeStateAcRecurrent = PrivilegeEstimatorMixin + EstimatorMixin + ActorCriticRecurrent`,
+`EncoderStateAc = EstimatorMixin + EncoderActorCriticMixin + ActorCritic`,
+`VisualDeterministicAC = DeterministicPolicyMixin + VisualActorCriticMixin + ActorCritic`).
+Here a class name is a row: a feed-forward or recurrent core, the stages before it
+(`networks.estimators`), the encoders of observation components (`networks.encoded_inputs`) and
+whether acting takes the mean; their settings are `policy.*` fields under st_rl's names.
 """
 
 from __future__ import annotations
@@ -18,10 +21,15 @@ from strl_jax.networks.mlp import ACTIVATIONS
 ADAPTOR, ESTIMATOR = "adaptor", "estimator"
 
 
+ENCODER, VISUAL = "encoder", "visual"  # EncoderActorCriticMixin, VisualActorCriticMixin
+
+
 @dataclasses.dataclass(frozen=True)
 class PolicyClass:
     recurrent: bool
     stages: tuple[str, ...] = ()  # in the order they act
+    encoders: str | None = None  # ENCODER | VISUAL: which mixin's settings embed components
+    deterministic: bool = False  # DeterministicPolicyMixin: acting returns the mean action
 
 
 POLICY_CLASSES: dict[str, PolicyClass] = {
@@ -30,6 +38,14 @@ POLICY_CLASSES: dict[str, PolicyClass] = {
     "StateAc": PolicyClass(recurrent=False, stages=(ESTIMATOR,)),
     "StateAcRecurrent": PolicyClass(recurrent=True, stages=(ESTIMATOR,)),
     "PrivilegeStateAcRecurrent": PolicyClass(recurrent=True, stages=(ADAPTOR, ESTIMATOR)),
+    "EncoderActorCritic": PolicyClass(recurrent=False, encoders=ENCODER),
+    "EncoderActorCriticRecurrent": PolicyClass(recurrent=True, encoders=ENCODER),
+    # st_rl's AMP variant differs only by the discriminator, which is the APPO algorithm's here
+    "EncoderAmpActorCriticRecurrent": PolicyClass(recurrent=True, encoders=ENCODER),
+    "EncoderStateAc": PolicyClass(recurrent=False, stages=(ESTIMATOR,), encoders=ENCODER),
+    "EncoderStateAcRecurrent": PolicyClass(recurrent=True, stages=(ESTIMATOR,), encoders=ENCODER),
+    "VisualDeterministicAC": PolicyClass(recurrent=False, encoders=VISUAL, deterministic=True),
+    "VisualDeterministicRecurrent": PolicyClass(recurrent=True, encoders=VISUAL, deterministic=True),
 }
 
 STAGE_MLP_DEFAULTS = {"hidden_sizes": (128, 64), "nonlinearity": "relu"}  # st_rl MlpModel kwargs
@@ -159,7 +175,7 @@ def _spans(layout: tuple[tuple[str, int], ...]) -> dict[str, tuple[int, int]]:
     return spans
 
 
-def _layout(components: dict | None, group: str, cls: str) -> dict[str, tuple[int, int]]:
+def group_spans(components: dict | None, group: str, cls: str) -> dict[str, tuple[int, int]]:
     layout = (components or {}).get(group)
     if layout is None:
         raise ConfigError(
@@ -192,8 +208,8 @@ def resolve_stages(cfg: Any, spec: PolicyClass, components: dict | None) -> tupl
     if not spec.stages:
         return ()
     check_policy_stages(cfg)
-    actor = _layout(components, "policy", cfg.class_name)
-    critic = _layout(components, "critic", cfg.class_name)
+    actor = group_spans(components, "policy", cfg.class_name)
+    critic = group_spans(components, "critic", cfg.class_name)
     out = []
     for name, sc in stage_configs(cfg, spec).items():
         obs_key, target_key, kwargs_key, prob_key = sc.keys

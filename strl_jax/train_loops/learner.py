@@ -289,7 +289,8 @@ class Learner:
             iteration=train_state.iteration,
             estimates=self.actor.raw_estimates(normalizers, estimates),
         )
-        actions = jax.vmap(gaussian_sample)(sample_keys, mean, std)
+        # st_rl's DeterministicPolicyMixin executes the mean (parts such as TPPO may still replace it)
+        actions = mean if self.model.deterministic else jax.vmap(gaussian_sample)(sample_keys, mean, std)
         acted = {}
         for p in self.parts:
             name = p.name

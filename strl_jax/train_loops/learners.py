@@ -51,11 +51,11 @@ def latent_pairs(env: VecEnv, cfg: TrainConfig, teacher) -> tuple:
     """`distill_latent_obs_component_mapping` resolved: (student latent, teacher latent) pairs of
     equal sizes (st_rl: `{student component: teacher component}`)."""
     mapping = cfg.algorithm.distill_latent_obs_component_mapping or {}
-    student_stages = make_policy_model(env.action_size, cfg.policy, env.components).stages
+    student_model = make_policy_model(env.action_size, cfg.policy, env.components, env.component_shapes)
     pairs = []
     for student_name, teacher_name in mapping.items():
-        student = latent_source(student_name, student_stages, env.components.get("policy"), "student")
-        source = latent_source(teacher_name, teacher.actor.model.stages, teacher.input_layout, "teacher")
+        student = latent_source(student_name, student_model, env.components.get("policy"), "student")
+        source = latent_source(teacher_name, teacher.actor.model, teacher.input_layout, "teacher")
         if student.size != source.size:
             raise ConfigError(
                 f"algorithm.distill_latent_obs_component_mapping: the student's {student_name!r} has "
@@ -73,7 +73,7 @@ def amp_part(env: VecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> Part:
 def estimator_part(env: VecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> EstimatorPart:
     """The losses of the policy's estimator stages (EstimatorPPO / EstimatorTPPO)."""
     alg = cfg.algorithm
-    stages = make_policy_model(env.action_size, cfg.policy, env.components).stages
+    stages = make_policy_model(env.action_size, cfg.policy, env.components, env.component_shapes).stages
     return EstimatorPart(
         name="estimator",
         stages=stages,
@@ -112,7 +112,7 @@ def make_learner(env: VecEnv, cfg: TrainConfig) -> Learner:
     against `env`."""
     spec = algorithm_spec(cfg.algorithm.class_name)
     alg = cfg.algorithm
-    model = make_policy_model(env.action_size, cfg.policy, env.components)
+    model = make_policy_model(env.action_size, cfg.policy, env.components, env.component_shapes)
     # rsl_rl Distillation clips gradients only when `max_grad_norm` is set and non-zero.
     max_grad_norm = alg.max_grad_norm if spec.update == "ppo" else (alg.max_grad_norm or None)
     return Learner(

@@ -73,7 +73,9 @@ def load_teacher(cfg: TrainConfig, obs_shapes: dict[str, tuple[int, ...]], actio
         raise ConfigError(
             f"the teacher in {path!r} has {teacher_env.action_size} actions, the student's env {action_size}"
         )
-    model = make_policy_model(action_size, teacher_cfg.policy, teacher_env.components)
+    model = make_policy_model(
+        action_size, teacher_cfg.policy, teacher_env.components, teacher_env.component_shapes
+    )
     abstract = types.SimpleNamespace(
         params=jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), teacher_shapes)),
         normalizers=jax.eval_shape(lambda: {k: init_normalizer(s) for k, s in teacher_shapes.items()}),
