@@ -12,6 +12,10 @@ ONNX inputs `obs, h_in[, c_in]` and outputs `actions, h_out[, c_out]` (`[layers,
 row-major from `(C, H, W)`, without the components estimator stages always replace. Where the env
 names its components, the ONNX model says so in its `metadata_props` (`obs_components`: JSON
 `[[name, size], ...]`; `image_shapes`: JSON `{name: [C, H, W]}`), as does the CLI's summary.
+
+`--format rsl_rl` instead writes `model_<iteration>.pt` in rsl_rl 5.x's layout and the `train_cfg`
+that builds the same network (`train_cfg.yaml`), so rsl_rl deployment code loads the policy with
+`OnPolicyRunner(env, train_cfg).load(path)` (`train_loops.torch_checkpoints`; needs torch).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import yaml
 
 from strl_jax.errors import CheckpointError, ConfigError, ExportError
 from strl_jax.inference import ActingPolicy, LoadedPolicy, load_policy, policy_observation_size
@@ -38,6 +43,7 @@ ONNX_IR_VERSION = 8  # the oldest IR that carries opset 18: readable by older ru
 INPUT_NAME = "obs"
 OUTPUT_NAME = "actions"
 BATCH = "batch"
+FORMATS = ("onnx", "rsl_rl")
 HIDDEN_NAMES = {"gru": (("h_in",), ("h_out",)), "lstm": (("h_in", "c_in"), ("h_out", "c_out"))}
 
 
@@ -207,20 +213,52 @@ def export_run(loaded: LoadedPolicy, out_dir: Path, onnx_model: bool = True) -> 
     return written
 
 
+def export_rsl_rl(loaded: LoadedPolicy, out_dir: Path) -> list[Path]:
+    """Write `model_<iteration>.pt`, which rsl_rl 5.x's `OnPolicyRunner.load` accepts, and beside it
+    `train_cfg.yaml`, the `train_cfg` that builds the same network (env observation groups `policy`
+    and `critic`); returns the paths. rsl_rl's policy does not clip: its env wrapper clips actions."""
+    from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
+    from strl_jax.train_loops.torch_checkpoints import rsl_rl_checkpoint, save_rsl_rl_checkpoint
+
+    train_cfg = to_rsl_rl_train_cfg(loaded.cfg)
+    infos = {
+        "exported_from": "strl_jax",
+        "task": loaded.cfg.env.task,
+        "clip_actions": loaded.cfg.env.clip_actions,
+    }
+    saved = rsl_rl_checkpoint(loaded.params, loaded.normalizers, train_cfg, loaded.step, infos)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model = save_rsl_rl_checkpoint(saved, out_dir / f"model_{loaded.step}.pt")
+    config = out_dir / "train_cfg.yaml"
+    config.write_text(yaml.safe_dump(train_cfg, sort_keys=False))
+    return [model, config]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m strl_jax.export",
-        description="Export a run's deterministic policy (normaliser inside) as ONNX and jax.export.",
+        description="Export a run's deterministic policy (normaliser inside) as ONNX and jax.export, "
+        "or as an rsl_rl checkpoint (--format rsl_rl).",
     )
     parser.add_argument("log_dir", help="run folder (or checkpoints folder, or one checkpoint step folder)")
     parser.add_argument("--checkpoint", type=int, metavar="N", help="checkpoint step (default: newest)")
     parser.add_argument("--out", metavar="DIR", help="output folder (default: <log_dir>/exported)")
     parser.add_argument("--no-onnx", action="store_true", help="only the jax.export artifact")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=FORMATS[0],
+        help="onnx: policy.onnx and policy.jax_export (default); rsl_rl: model_<iteration>.pt for "
+        "rsl_rl's OnPolicyRunner.load, with its train_cfg.yaml",
+    )
     args = parser.parse_args(argv)
     try:
         loaded = load_policy(args.log_dir, args.checkpoint)
         out = Path(args.out) if args.out else Path(args.log_dir) / "exported"
-        written = export_run(loaded, out, onnx_model=not args.no_onnx)
+        if args.format == "rsl_rl":
+            written = export_rsl_rl(loaded, out)
+        else:
+            written = export_run(loaded, out, onnx_model=not args.no_onnx)
     except (CheckpointError, ConfigError, ExportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -1,4 +1,5 @@
-"""`python -m strl_jax.play <log_dir>`: watch a trained policy.
+"""`python -m strl_jax.play <log_dir>`: watch a trained policy (or `<mutex.yaml>`: a mutex policy
+of several runs, `strl_jax.networks.mutex`).
 
 Runs deterministic (mean-action) episodes of a checkpoint's policy on fresh environments,
 prints the mean/std of return and length, and writes one episode: for Brax tasks a brax HTML
@@ -25,6 +26,7 @@ from strl_jax.envs.vec_env import VecEnv
 from strl_jax.errors import CheckpointError, ConfigError
 from strl_jax.inference import load_policy
 from strl_jax.networks.acting import Actor, make_actor
+from strl_jax.networks.mutex import MutexPolicy, load_mutex_run
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.evaluation import episode_rollout
 
@@ -51,6 +53,19 @@ def run_episodes(
         actor.initial_hidden(env.num_envs),
         key,
         reset_hidden=actor.reset_hidden,
+        record=lambda env_state: physics_frame(env, jax.tree.map(lambda x: x[0], env_state.brax_state)),
+    )
+    return returns, lengths, frames
+
+
+def run_mutex_episodes(env: VecEnv, policy: MutexPolicy, key: jax.Array) -> tuple[jax.Array, jax.Array, Any]:
+    """`run_episodes` for a mutex policy: it reads the `policy` group and resets its own state."""
+    returns, lengths, frames, _ = episode_rollout(
+        env,
+        lambda obs, state: policy.step(obs["policy"], state),
+        policy.initial_hidden(env.num_envs),
+        key,
+        reset_hidden=policy.reset,
         record=lambda env_state: physics_frame(env, jax.tree.map(lambda x: x[0], env_state.brax_state)),
     )
     return returns, lengths, frames
@@ -134,7 +149,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m strl_jax.play",
         description="Run a trained policy deterministically and write a viewable episode.",
     )
-    parser.add_argument("log_dir", help="run folder (or checkpoints folder, or one checkpoint step folder)")
+    parser.add_argument(
+        "log_dir",
+        help="run folder (or checkpoints folder, or one checkpoint step folder); or a mutex YAML config",
+    )
     parser.add_argument("--checkpoint", type=int, metavar="N", help="checkpoint step (default: newest)")
     parser.add_argument("--episodes", type=int, default=10, metavar="K", help="episodes to run (default 10)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial states")
@@ -145,21 +163,31 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --episodes must be at least 1", file=sys.stderr)
         return 2
 
+    mutex = Path(args.log_dir).suffix in (".yaml", ".yml") and Path(args.log_dir).is_file()
+    key = jax.random.PRNGKey(args.seed)
     try:
-        loaded = load_policy(args.log_dir, args.checkpoint)
+        if mutex:
+            run = load_mutex_run(args.log_dir)
+            env, task = run.env.replace(num_envs=args.episodes), run.cfg.env.task
+            rollout = jax.jit(lambda key: run_mutex_episodes(env, run.policy, key))
+            returns, lengths, frames = jax.device_get(rollout(key))
+            what = f"{run.policy.spec.num_policies} sub-policies"
+        else:
+            loaded = load_policy(args.log_dir, args.checkpoint)
+            env, task = loaded.env.replace(num_envs=args.episodes), loaded.cfg.env.task
+            rollout = make_rollout(env, loaded.cfg)
+            returns, lengths, frames = jax.device_get(rollout(loaded.params, loaded.normalizers, key))
+            what = f"checkpoint {loaded.step}"
     except (CheckpointError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    env = loaded.env.replace(num_envs=args.episodes)
-    rollout = make_rollout(env, loaded.cfg)
-    key = jax.random.PRNGKey(args.seed)
-    returns, lengths, frames = jax.device_get(rollout(loaded.params, loaded.normalizers, key))
     print(
-        f"{loaded.cfg.env.task}, checkpoint {loaded.step}, {args.episodes} deterministic episodes:\n"
+        f"{task}, {what}, {args.episodes} deterministic episodes:\n"
         f"  return {np.mean(returns):.3f} +- {np.std(returns):.3f}\n"
         f"  length {np.mean(lengths):.1f} +- {np.std(lengths):.1f}"
     )
-    out = Path(args.out) if args.out else Path(args.log_dir) / "play"
+    default_out = Path(args.log_dir).with_name(f"{Path(args.log_dir).stem}_play") if mutex else None
+    out = Path(args.out) if args.out else default_out or Path(args.log_dir) / "play"
     out.mkdir(parents=True, exist_ok=True)
     states = episode_states(frames, int(lengths[0]))
     if task_family(env.task) == "brax":

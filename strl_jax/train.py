@@ -49,8 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--config",
         action="append",
         default=[],
-        metavar="FILE.yaml",
-        help="YAML config merged over the preset (may be repeated)",
+        metavar="FILE",
+        help="strl_jax YAML, or an rsl_rl/IsaacLab runner config (YAML or JSON), merged over the preset "
+        "(may be repeated)",
     )
     parser.add_argument("--quiet", action="store_true", help="no console summaries or progress bar")
     parser.add_argument(
@@ -65,8 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--load",
         metavar="PATH",
-        help="warm start: params and normalisers from a run folder or checkpoint folder; "
-        "fresh optimiser and counters",
+        help="warm start: params and normalisers from a run folder, a checkpoint folder or an rsl_rl/st_rl "
+        "model_N.pt; fresh optimiser and counters",
     )
     parser.add_argument(
         "--distributed",

@@ -335,7 +335,6 @@ CONV = dict(image_shape=[1, 11, 17], channels=[4], kernel_sizes=[3], strides=[2]
             187,
             r"unknown nonlinearity 'Swish2'.*'LeakyReLU'",
         ),
-        ("MlpModel", {"hidden_sizes": [8], "nonlinearity": "CReLU"}, 10, r"doubles the width"),
         (
             "Conv2dHeadModel",
             {**CONV, "normlayer": "BatchNorm2d"},

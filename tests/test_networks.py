@@ -44,3 +44,32 @@ def test_mlp_layers_and_activation_names():
     assert resolve_activation("ELU") is resolve_activation("elu")
     with pytest.raises(ValueError, match="unknown activation 'swoosh'; valid choices"):
         resolve_activation("swoosh")
+
+
+def test_activation_names_mean_what_rsl_rl_means():
+    """Every name rsl_rl's `resolve_nn_activation` knows computes torch's function here (`crelu` is
+    torch.nn.CELU there, GELU the exact erf form), and strl_jax's aliases export to rsl_rl's name."""
+    torch = pytest.importorskip("torch")
+    rsl_utils = pytest.importorskip("rsl_rl.utils.utils")
+    from strl_jax.configs.rsl_rl_config import rsl_rl_activation
+
+    x = np.linspace(-4.0, 4.0, 97, dtype=np.float32)
+    for name in (
+        "elu",
+        "selu",
+        "relu",
+        "crelu",
+        "lrelu",
+        "tanh",
+        "sigmoid",
+        "softplus",
+        "gelu",
+        "swish",
+        "mish",
+    ):
+        expected = rsl_utils.resolve_nn_activation(name)(torch.from_numpy(x)).numpy()
+        np.testing.assert_allclose(resolve_activation(name)(jnp.asarray(x)), expected, rtol=1e-6, atol=1e-6)
+    for alias in ("celu", "leaky_relu", "LeakyReLU", "silu", "ELU"):
+        rsl_name = rsl_rl_activation(alias)
+        expected = rsl_utils.resolve_nn_activation(rsl_name)(torch.from_numpy(x)).numpy()
+        np.testing.assert_allclose(resolve_activation(alias)(jnp.asarray(x)), expected, rtol=1e-6, atol=1e-6)

@@ -14,6 +14,8 @@ from typing import Any
 from strl_jax.agents.estimator import check_estimator_config
 from strl_jax.agents.lr_schedulers import make_lr_scheduler
 from strl_jax.agents.motion_prior import AMP_GROUP, check_amp_config
+from strl_jax.agents.rnd import check_rnd_config
+from strl_jax.agents.symmetry import check_symmetry_config
 from strl_jax.agents.tppo import check_teacher_config
 from strl_jax.errors import ConfigError
 from strl_jax.networks.policy_classes import policy_class
@@ -51,8 +53,14 @@ PART_CONFIG_CHECKS: dict[str, Callable[[Any], None]] = {
     "teacher": check_teacher_config,
     "amp": check_amp_config,
     "estimator": check_estimator_config,
+    "symmetry": check_symmetry_config,
+    "rnd": check_rnd_config,
 }
 PART_ENV_GROUPS: dict[str, tuple[str, ...]] = {"amp": (AMP_GROUP,)}
+# Parts an `algorithm` option adds to PPO (rsl_rl's extensions): part -> option (None: off).
+OPTION_PARTS: dict[str, str] = {"symmetry": "symmetry_cfg", "rnd": "rnd_cfg"}
+# Option parts that also need a feed-forward policy and no part of the algorithm's own (rsl_rl).
+PLAIN_PPO_ONLY: frozenset[str] = frozenset({"symmetry"})
 
 
 def algorithm_spec(name: str) -> AlgorithmSpec:
@@ -60,6 +68,29 @@ def algorithm_spec(name: str) -> AlgorithmSpec:
     if name not in ALGORITHMS:
         raise ConfigError(f"unknown algorithm.class_name {name!r}; valid choices: {list(ALGORITHMS)}")
     return ALGORITHMS[name]
+
+
+def active_parts(cfg: Any) -> tuple[str, ...]:
+    """The parts of `algorithm.class_name`, then those its options turn on."""
+    spec = algorithm_spec(cfg.algorithm.class_name)
+    options = tuple(p for p, opt in OPTION_PARTS.items() if getattr(cfg.algorithm, opt) is not None)
+    return spec.parts + options
+
+
+def check_option_part(cfg: Any, spec: AlgorithmSpec, part: str) -> None:
+    """An option part needs PPO's update; those in `PLAIN_PPO_ONLY` also no other part and a
+    feed-forward policy (rsl_rl)."""
+    option = f"algorithm.{OPTION_PARTS[part]}"
+    plain_only = part in PLAIN_PPO_ONLY
+    if spec.update != "ppo" or (plain_only and spec.parts):
+        plain = [n for n, s in ALGORITHMS.items() if s.update == "ppo" and not (plain_only and s.parts)]
+        raise ConfigError(
+            f"{option} applies to {plain}, not to algorithm.class_name {cfg.algorithm.class_name}"
+        )
+    if plain_only and policy_class(cfg.policy.class_name).recurrent:
+        raise ConfigError(
+            f"{option} does not support recurrent policies (as in rsl_rl); got {cfg.policy.class_name}"
+        )
 
 
 def env_groups(spec: AlgorithmSpec) -> tuple[str, ...]:
@@ -71,7 +102,9 @@ def check_algorithm_config(cfg: Any) -> None:
     """Run the config checks of every part of `algorithm.class_name` (assumes a known name), and
     those of the options every update has."""
     spec = algorithm_spec(cfg.algorithm.class_name)
-    for part in spec.parts:
+    for part in active_parts(cfg):
+        if part in OPTION_PARTS:
+            check_option_part(cfg, spec, part)
         check = PART_CONFIG_CHECKS.get(part)
         if check is not None:
             check(cfg)

@@ -13,12 +13,16 @@ Every hook has a do-nothing default, so a part writes only the hooks it needs:
 - `on_step(...)`: shape the reward (AMP's style reward), store per-step `fields` for the update,
   advance its rollout state and add to its rollout `sums` (divided by the samples at the end).
 - `before_update`, `minibatch_inputs`, `losses -> (losses, coefs, metrics)`, `after_update`.
+- `minibatch_update`: a part's own optimiser step on each minibatch (RND's predictor).
+- `augment`: the minibatch the loss sees (rsl_rl's symmetry augmentation): copies appended after
+  the original columns; the core's entropy and KL read only the originals.
 - `iteration_metrics`: scalars from the rollout sums and the train state.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import jax
@@ -45,6 +49,7 @@ class StepContext:
     env_ids: jax.Array  # [N] global env indices
     iteration: jax.Array  # completed iterations before this one
     estimates: dict = dataclasses.field(default_factory=dict)  # the policy's stages', env units
+    axis_name: str | None = None  # reduce over devices with this axis (None: one device)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +93,17 @@ class LossContext:
     values: jax.Array  # [T, B]
     iteration: jax.Array
     estimates: dict = dataclasses.field(default_factory=dict)  # the stages' outputs, [T, B, k]
+    originals: int = 0  # columns before any `augment` appended copies (the rest are copies)
+    # the mean action of the policy being optimised on other normalised observations ([1, B])
+    policy_mean: Callable[[dict], jax.Array] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class AugmentContext:
+    """What `augment` may read: the batch's observations are normalised by these (a group without
+    one is raw)."""
+
+    normalizers: dict
 
 
 Losses = tuple[dict[str, jax.Array], dict[str, Any], dict[str, jax.Array]]
@@ -132,9 +148,19 @@ class Part:
         """Data for one minibatch's loss drawn outside the gradient (e.g. replay samples)."""
         return None
 
+    def augment(self, train: Any, batch: Any, ctx: AugmentContext) -> Any:
+        """The minibatch (`agents.ppo.PPOBatch`) the loss sees: new columns go after the originals."""
+        return batch
+
     def losses(self, params: Any, train: Any, ctx: LossContext, inputs: Any) -> Losses:
         """`(losses, coefficients, metrics)` added to the core's; coefficients may be arrays."""
         return {}, {}, {}
+
+    def minibatch_update(self, train: Any, batch: Any, ctx: UpdateContext) -> tuple[Any, dict]:
+        """For a part with its own optimiser (RND's predictor): one step on the minibatch `batch`
+        (before any `augment`), beside the policy's; `(train state, metrics)`, the metrics
+        averaged over the update and checked for finiteness like loss terms."""
+        return train, {}
 
     def after_update(self, train: Any, fields: dict, ctx: UpdateContext) -> Any:
         """The train state after the optimiser steps (normalisers, statistics)."""

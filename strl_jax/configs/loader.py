@@ -7,6 +7,7 @@ Every value is checked against the dataclass field types so that a typo or a wro
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from importlib import resources
@@ -16,6 +17,7 @@ from typing import Any
 import yaml
 
 from strl_jax.agents.algorithms import ALGORITHMS, algorithm_spec, check_algorithm_config
+from strl_jax.configs.rsl_rl_config import from_rsl_rl_config, is_rsl_rl_config
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.brax_env import available_backends
 from strl_jax.envs.tasks import task_family
@@ -42,20 +44,52 @@ def load_preset(name: str) -> dict:
     return yaml.safe_load(text) or {}
 
 
+class ConfigYamlLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that also reads `!!python/tuple` as a list: IsaacLab and mjlab dump
+    tuple fields of their agent configs (`hidden_dims`, `obs_groups`) with that tag."""
+
+
+ConfigYamlLoader.add_constructor(
+    "tag:yaml.org,2002:python/tuple", lambda loader, node: loader.construct_sequence(node)
+)
+
+
 def load_yaml_file(path: str | Path) -> dict:
-    """A YAML config file as a mapping, with a clear error if it is missing or not a mapping."""
+    """A YAML config file (or JSON, for a `.json` name) as a mapping, with a clear error if it is
+    missing, unreadable or not a mapping."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"config file {describe_yaml_error(str(path), err)}") from None
+    text = path.read_text()
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError as err:
+            raise ConfigError(
+                f"config file {path}:{err.lineno}:{err.colno}: not valid JSON: {err.msg}"
+            ) from None
+    else:
+        try:
+            data = yaml.load(text, Loader=ConfigYamlLoader) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"config file {describe_yaml_error(str(path), err)}") from None
     if not isinstance(data, dict):
         raise ConfigError(
             f"config file {str(path)!r} must hold a mapping of sections, got {type(data).__name__}"
         )
     return data
+
+
+def load_config_file(path: str | Path) -> dict:
+    """A `--config` file as strl_jax sections: an rsl_rl / IsaacLab runner config (agent.yaml,
+    train_cfg) is translated by `from_rsl_rl_config`, strl_jax's own files pass unchanged."""
+    data = load_yaml_file(path)
+    if not is_rsl_rl_config(data):
+        return data
+    try:
+        return from_rsl_rl_config(data)
+    except ConfigError as err:
+        raise ConfigError(f"config file {str(path)!r}: {err}") from None
 
 
 def describe_yaml_error(path: str, err: yaml.YAMLError) -> str:
@@ -204,7 +238,9 @@ def resolve_config(
     config_files: list[str] | None = None,
     overrides: list[str] | None = None,
 ) -> TrainConfig:
-    """Preset for `task` (if one exists) <- YAML files <- dotted overrides, then validate.
+    """Preset for `task` (if one exists) <- config files <- dotted overrides, then validate.
+
+    A config file is strl_jax's YAML or an rsl_rl / IsaacLab runner config (YAML or JSON).
 
     A task without a preset starts from the defaults with `env.task` set to it.
     """
@@ -212,7 +248,7 @@ def resolve_config(
     if task is not None:
         data = load_preset(task) if task in available_presets() else {"env": {"task": task}}
     for path in config_files or []:
-        data = deep_merge(data, load_yaml_file(path))
+        data = deep_merge(data, load_config_file(path))
     for text in overrides or []:
         key, value = parse_override(text)
         set_dotted(data, key, value)

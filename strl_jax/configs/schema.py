@@ -186,6 +186,13 @@ class AlgorithmConfig:
     # shared: one normaliser fed with policy and expert AMP observations (AMP_for_hardware);
     # separate: st_rl's two, which standardise away any per-feature offset (e.g. forward speed)
     amp_normalizer: str = "shared"
+    # rsl_rl's symmetry extension (PPO-style updates, feed-forward policies): {use_data_augmentation,
+    # use_mirror_loss, mirror_loss_coeff, data_augmentation_func: 'module:function'} or None (off)
+    symmetry_cfg: dict | None = None
+    # rsl_rl's RND extension (PPO-style updates): {weight, weight_schedule, reward_normalization,
+    # state_normalization, learning_rate, num_outputs, predictor_hidden_dims, target_hidden_dims,
+    # activation, obs_group} (agents.rnd) or None (off)
+    rnd_cfg: dict | None = None
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ only conv encoder) passes `normlayer=None` to its conv stack, so no st_rl encode
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -67,12 +66,8 @@ def resolve_nonlinearity(name: str) -> Callable[[jax.Array], jax.Array]:
     if not isinstance(name, str):
         raise ConfigError(f"nonlinearity must be a name, got {name!r}; valid choices: {list(NONLINEARITIES)}")
     key = name.lower()
-    if key == "gelu":
-        return functools.partial(nn.gelu, approximate=False)  # torch.nn.GELU() is the exact (erf) form
     if key == "crelu":
-        raise ConfigError(
-            f"nonlinearity {name!r} doubles the width of every layer; valid choices: {list(NONLINEARITIES)}"
-        )
+        return nn.relu  # st_rl's get_activation_Cls alias "crelu" -> torch.nn.ReLU
     try:
         return resolve_activation(key)
     except ValueError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import flax.linen as nn
@@ -13,14 +14,14 @@ ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "selu": nn.selu,
     "celu": nn.celu,
     "relu": nn.relu,
-    "crelu": lambda x: jnp.concatenate([nn.relu(x), nn.relu(-x)], axis=-1),
+    "crelu": nn.celu,  # rsl_rl >= 2 resolves "crelu" to torch.nn.CELU (rsl_rl 1.x and st_rl: ReLU)
     "lrelu": nn.leaky_relu,
     "leaky_relu": nn.leaky_relu,
     "leakyrelu": nn.leaky_relu,  # torch's class name, as st_rl configs write it (`LeakyReLU`)
     "tanh": nn.tanh,
     "sigmoid": nn.sigmoid,
     "softplus": nn.softplus,
-    "gelu": nn.gelu,
+    "gelu": functools.partial(nn.gelu, approximate=False),  # torch.nn.GELU() is the exact (erf) form
     "swish": nn.swish,
     "silu": nn.silu,
     "mish": lambda x: x * jnp.tanh(nn.softplus(x)),

@@ -63,3 +63,9 @@ def normalize(state: NormalizerState, x: jax.Array, eps: float = 1e-2) -> jax.Ar
     """`(x - mean) / (std + eps)` with rsl_rl's eps of 1e-2."""
     chex.assert_axis_dimension(x, -1, state.mean.shape[-1])
     return (x - state.mean) / (jnp.sqrt(state.var) + eps)
+
+
+def denormalize(state: NormalizerState, x: jax.Array, eps: float = 1e-2) -> jax.Array:
+    """The raw observation `normalize` maps to `x` (for transforms defined on raw observations)."""
+    chex.assert_axis_dimension(x, -1, state.mean.shape[-1])
+    return x * (jnp.sqrt(state.var) + eps) + state.mean

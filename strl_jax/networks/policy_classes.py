@@ -51,7 +51,17 @@ POLICY_CLASSES: dict[str, PolicyClass] = {
 STAGE_MLP_DEFAULTS = {"hidden_sizes": (128, 64), "nonlinearity": "relu"}  # st_rl MlpModel kwargs
 
 
+# st_rl's mutex classes combine finished runs and are not trained: `strl_jax.networks.mutex`
+MUTEX_CLASS_NAMES = ("ActorCriticMutex", "ActorCriticFieldMutex", "ActorCriticClimbMutex")
+
+
 def policy_class(name: str) -> PolicyClass:
+    if name in MUTEX_CLASS_NAMES:
+        raise ConfigError(
+            f"policy.class_name {name!r} combines finished runs and is not trained here: load it with "
+            "strl_jax.networks.mutex.load_mutex_policy or `python -m strl_jax.play <mutex.yaml>`; "
+            f"trainable choices: {list(POLICY_CLASSES)}"
+        )
     if name not in POLICY_CLASSES:
         raise ConfigError(f"unknown policy.class_name {name!r}; valid choices: {list(POLICY_CLASSES)}")
     return POLICY_CLASSES[name]

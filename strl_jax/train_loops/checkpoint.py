@@ -536,6 +536,12 @@ def locate(path: str | Path) -> tuple[Path, int | None]:
         return path.parent, int(path.name)
     if path.is_dir() and any(p.name.isdigit() for p in path.iterdir()):
         return path, None
+    if path.is_file():
+        raise CheckpointError(
+            f"{str(path)!r} is a file: rsl_rl/st_rl torch checkpoints (.pt) load with --load only; "
+            f"give a strl_jax run folder (with {CHECKPOINT_DIR}/), a {CHECKPOINT_DIR}/ folder or one "
+            "step folder"
+        )
     raise CheckpointError(
         f"no checkpoints found at {str(path)!r}: expected a run folder (with {CHECKPOINT_DIR}/), "
         f"a {CHECKPOINT_DIR}/ folder or one checkpoint step folder"
@@ -554,7 +560,13 @@ def load_params_and_normalizers(
     For warm starts and export: the newest readable step unless `step` (or a step folder) is given.
     `manipulate` (st_rl's `ckpt_manipulator`) maps the stored `{"params", "normalizers"}` (nested
     dicts of numpy arrays) onto the configured shapes first; its result is what gets checked.
+    A file is an rsl_rl/st_rl `torch.save` checkpoint (`train_loops.torch_checkpoints`); the step
+    returned is its `iter`.
     """
+    if Path(path).is_file():
+        from strl_jax.train_loops.torch_checkpoints import load_torch_params_and_normalizers
+
+        return load_torch_params_and_normalizers(path, abstract_train_state, manipulate, manipulator_name)
     directory, located = locate(path)
     wanted = {"params": abstract_train_state.params, "normalizers": abstract_train_state.normalizers}
     expected = {f"train_state.{k}": v for k, v in tree_signature(wanted).items()}
@@ -576,22 +588,38 @@ def load_params_and_normalizers(
         manager.close()
     if manipulate is not None:
         loaded = jax.device_get({k: raw["train_state"][k] for k in wanted})
-        try:
-            mapped = manipulate(loaded)
-        except Exception as err:  # noqa: BLE001 - the user's function: report it with its name
-            raise CheckpointError(
-                f"{manipulator_name} failed on {directory}/{found_step}: {type(err).__name__}: {err}"
-            ) from err
-        if not isinstance(mapped, Mapping) or set(mapped) != set(wanted):
-            raise CheckpointError(
-                f"{manipulator_name} must return a dict with keys {sorted(wanted)}, got "
-                f"{sorted(mapped) if isinstance(mapped, Mapping) else type(mapped).__name__}"
-            )
-        found = {f"train_state.{k}": v for k, v in tree_signature(mapped).items()}
-        check_signatures(expected, found, f"{directory}/{found_step} as mapped by {manipulator_name}")
+        where = f"{directory}/{found_step}"
+        mapped = apply_manipulator(
+            loaded, manipulate, manipulator_name, where, expected, wanted, "train_state."
+        )
         raw = {"train_state": mapped}
     picked = fill_from(wanted, raw, prefix="train_state.", layout=layout)
     return picked["params"], picked["normalizers"], found_step
+
+
+def apply_manipulator(
+    loaded: dict,
+    manipulate: Callable[[dict], dict],
+    name: str,
+    where: str,
+    expected: Signature,
+    keys: Any,
+    prefix: str = "",
+) -> dict:
+    """`manipulate(loaded)`, checked: a dict with exactly `keys` whose shapes (named with `prefix`)
+    match `expected`."""
+    try:
+        mapped = manipulate(loaded)
+    except Exception as err:  # noqa: BLE001 - the user's function: report it with its name
+        raise CheckpointError(f"{name} failed on {where}: {type(err).__name__}: {err}") from err
+    if not isinstance(mapped, Mapping) or set(mapped) != set(keys):
+        raise CheckpointError(
+            f"{name} must return a dict with keys {sorted(keys)}, got "
+            f"{sorted(mapped) if isinstance(mapped, Mapping) else type(mapped).__name__}"
+        )
+    found = {prefix + k: v for k, v in tree_signature(mapped).items()}
+    check_signatures(expected, found, f"{where} as mapped by {name}")
+    return dict(mapped)
 
 
 def read_checkpoint_meta(path: str | Path, step: int | None = None) -> tuple[dict, int]:

@@ -27,6 +27,7 @@ from flax import struct
 from strl_jax.agents.distillation import DistillationBatch, bptt_update, step_order
 from strl_jax.agents.lr_schedulers import LrScheduler
 from strl_jax.agents.parts import (
+    AugmentContext,
     EnvStep,
     InitContext,
     LossContext,
@@ -288,6 +289,7 @@ class Learner:
             env_ids=env_ids,
             iteration=train_state.iteration,
             estimates=self.actor.raw_estimates(normalizers, estimates),
+            axis_name=self.axis_name,
         )
         # st_rl's DeterministicPolicyMixin executes the mean (parts such as TPPO may still replace it)
         actions = mean if self.model.deterministic else jax.vmap(gaussian_sample)(sample_keys, mean, std)
@@ -384,13 +386,23 @@ class Learner:
         inputs: dict,
         units=None,
         resample=None,
+        normalizers=None,
     ):
         """Weighted loss of one minibatch of `[T, B]` steps; aux: `(losses, metrics, mean, std)`.
 
         PPO's terms (unless the update drops them), then each part's, summed with st_rl's
         `<name>_coef` weights. `units`: the estimator stages' conversions under the normalisers.
+        The parts' `augment` may append columns (rsl_rl's symmetry): the surrogate and value terms
+        average over all of them, the entropy and the returned `(mean, std)` (the KL) see the
+        original `B` (advantages are normalised per minibatch before augmenting, as in rsl_rl).
         """
         alg = self.cfg.algorithm
+        if self.update_rule.ppo_terms and alg.normalize_advantage_per_mini_batch:
+            batch = batch.replace(advantages=normalize_advantages(batch.advantages, self.axis_name))
+        originals = batch.actions.shape[1]
+        augment_ctx = AugmentContext(normalizers=normalizers or {})
+        for p in self.parts:
+            batch = p.augment(train_parts[p.name], batch, augment_ctx)
         mean, std, values, estimates = self.model.sequence(
             trainable[POLICY], batch.obs, batch.hidden, batch.resets, batch.draws, units, resample
         )
@@ -398,12 +410,12 @@ class Learner:
         chex.assert_equal_shape([values, batch.returns])
         losses, coefs, metrics = {}, {}, {}
         if self.update_rule.ppo_terms:
-            advantages = batch.advantages
-            if alg.normalize_advantage_per_mini_batch:
-                advantages = normalize_advantages(advantages, self.axis_name)
-            entropy = jnp.mean(gaussian_entropy(std))
+            entropy = jnp.mean(gaussian_entropy(std[:, :originals]))
             surrogate = surrogate_loss(
-                gaussian_log_prob(batch.actions, mean, std), batch.old_log_prob, advantages, alg.clip_param
+                gaussian_log_prob(batch.actions, mean, std),
+                batch.old_log_prob,
+                batch.advantages,
+                alg.clip_param,
             )
             value = value_loss(
                 values, batch.old_values, batch.returns, alg.clip_param, alg.use_clipped_value_loss
@@ -415,8 +427,23 @@ class Learner:
                 "entropy": alg.entropy_coef,
             }
             metrics = {"surrogate": surrogate, "value_function": value, "entropy": entropy}
+
+        def policy_mean(obs: dict) -> jax.Array:
+            copies = jax.tree.leaves(obs)[0].shape[1] // originals
+            fit = functools.partial(jax.tree.map, lambda x: jnp.concatenate([x[:, :originals]] * copies, 1))
+            return self.model.sequence(
+                trainable[POLICY], obs, batch.hidden, fit(batch.resets), fit(batch.draws), units, None
+            )[0]
+
         ctx = LossContext(
-            batch=batch, mean=mean, std=std, values=values, iteration=iteration, estimates=estimates
+            batch=batch,
+            mean=mean,
+            std=std,
+            values=values,
+            iteration=iteration,
+            estimates=estimates,
+            originals=originals,
+            policy_mean=policy_mean,
         )
         for p in self.parts:
             part_losses, part_coefs, part_metrics = p.losses(
@@ -425,7 +452,7 @@ class Learner:
             losses |= part_losses
             coefs |= part_coefs
             metrics |= part_metrics
-        return weighted_total(losses, coefs), (losses, metrics, mean, std)
+        return weighted_total(losses, coefs), (losses, metrics, mean[:, :originals], std[:, :originals])
 
     def minibatch_step(
         self,
@@ -436,6 +463,7 @@ class Learner:
         inputs: dict,
         units=None,
         resample=None,
+        normalizers=None,
     ):
         """Adaptive lr from the KL to the acting policy, then one clipped optimiser step.
 
@@ -445,7 +473,7 @@ class Learner:
         trainable, opt_state, lr = carry
         alg = self.cfg.algorithm
         grads, (losses, metrics, mean, std) = jax.grad(self.loss, has_aux=True)(
-            trainable, batch, iteration, train_parts, inputs, units, resample
+            trainable, batch, iteration, train_parts, inputs, units, resample, normalizers
         )
         kl_mean = jnp.mean(gaussian_kl(batch.old_mean, batch.old_std, mean, std))
         grads, kl_mean, losses, metrics = pmean((grads, kl_mean, losses, metrics), self.axis_name)
@@ -509,7 +537,8 @@ class Learner:
     def ppo_update(self, train_state, rollout_parts, transitions, last_values, key, history=None):
         """GAE, then `num_learning_epochs` x `num_mini_batches` steps, as nested `lax.scan`s.
 
-        Returns `(trainable, opt_state, lr, metrics, checks)` and the rollout history.
+        Returns `(trainable, opt_state, lr, metrics, checks, parts' train states)` and the rollout
+        history.
         """
         iteration = train_state.iteration
         alg = self.cfg.algorithm
@@ -526,6 +555,7 @@ class Learner:
         units = self.model.units(train_state.normalizers, self.normalize_obs)
 
         def minibatch(carry, xs):
+            core, own = carry
             idx, part_key = xs
             chex.assert_rank(idx, 1)
             inputs = {
@@ -537,9 +567,20 @@ class Learner:
             resample = None
             if resample_prob > 0:
                 resample = (jax.random.fold_in(part_key, RESAMPLE_STREAM), resample_prob)
-            return self.minibatch_step(
-                carry, batch.select_columns(idx), iteration, train_state.parts, inputs, units, resample
+            selected = batch.select_columns(idx)
+            core, (metrics, checks) = self.minibatch_step(
+                core,
+                selected,
+                iteration,
+                train_state.parts,
+                inputs,
+                units,
+                resample,
+                train_state.normalizers if self.normalize_obs else None,
             )
+            own, own_metrics = self.own_updates(own, selected, ctx)
+            checks |= {check_name(1, f"loss term {k}"): jnp.isfinite(v) for k, v in own_metrics.items()}
+            return (core, own), ({**metrics, **own_metrics}, checks)
 
         def epoch(carry, xs):
             epoch_key, epoch_index = xs
@@ -551,16 +592,31 @@ class Learner:
             return jax.lax.scan(minibatch, carry, (order, part_keys))
 
         trainable = self.trainable(train_state.params, train_state.parts)
-        carry = (trainable, train_state.opt_state, train_state.learning_rate)
+        own = {name: train_state.parts[name] for name in self.own_optimizer_parts()}
+        carry = ((trainable, train_state.opt_state, train_state.learning_rate), own)
         keys = jax.random.split(key, alg.num_learning_epochs)
         epochs = jnp.arange(alg.num_learning_epochs, dtype=jnp.int32)
-        (trainable, opt_state, lr), (metrics, checks) = jax.lax.scan(epoch, carry, (keys, epochs))
+        ((trainable, opt_state, lr), own), (metrics, checks) = jax.lax.scan(epoch, carry, (keys, epochs))
         failures = jax.tree.map(lambda ok: first_failure(ok.reshape(-1)), checks)
-        return (trainable, opt_state, lr, jax.tree.map(jnp.mean, metrics), failures), history
+        parts = {**train_state.parts, **own}
+        return (trainable, opt_state, lr, jax.tree.map(jnp.mean, metrics), failures, parts), history
+
+    def own_optimizer_parts(self) -> tuple[str, ...]:
+        """The parts that override `Part.minibatch_update` (only their states ride the update's loop)."""
+        return tuple(p.name for p in self.parts if type(p).minibatch_update is not Part.minibatch_update)
+
+    def own_updates(self, own: dict, batch: PPOBatch, ctx: UpdateContext) -> tuple[dict, dict]:
+        """Each such part's own optimiser step on one minibatch: `(their train states, metrics)`."""
+        own, metrics = dict(own), {}
+        for p in self.parts:
+            if p.name in own:
+                own[p.name], part_metrics = p.minibatch_update(own[p.name], batch, ctx)
+                metrics |= part_metrics
+        return own, metrics
 
     # ---- behaviour-cloning update --------------------------------------------------------
     def cloning_update(self, train_state, transitions):
-        """rsl_rl's Distillation update: `(trainable, opt_state, lr, metrics, checks)`."""
+        """rsl_rl's Distillation update: `(trainable, opt_state, lr, metrics, checks, parts)`."""
         rule = self.update_rule
         alg = self.cfg.algorithm
         batch = DistillationBatch(
@@ -599,6 +655,7 @@ class Learner:
             train_state.learning_rate,
             {"distillation": loss},
             checks,
+            train_state.parts,
         )
 
     # ---- the iteration -----------------------------------------------------------------
@@ -636,7 +693,7 @@ class Learner:
             rollout_state = rollout_state.replace(history=history)
         else:
             update = self.cloning_update(train_state, transitions)
-        trainable, opt_state, lr, update_metrics, checks = update
+        trainable, opt_state, lr, update_metrics, checks, train_parts = update
         if self.lr_scheduler is not None:
             lr = self.lr_scheduler.step(lr, train_state.iteration + 1)
         normalizers = train_state.normalizers
@@ -647,7 +704,7 @@ class Learner:
                 k: update_normalizer(normalizers[k], transitions.obs[k], until, self.axis_name)
                 for k in normalizers
             }
-        params, train_parts = self.with_trainable(trainable, train_state.parts)
+        params, train_parts = self.with_trainable(trainable, train_parts)
         train_parts = {
             **train_parts,
             **{

@@ -10,13 +10,17 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 
-from strl_jax.agents.algorithms import AlgorithmSpec, algorithm_spec
+import numpy as np
+
+from strl_jax.agents.algorithms import AlgorithmSpec, active_parts, algorithm_spec, env_groups
 from strl_jax.agents.estimator import EstimatorPart
 from strl_jax.agents.lr_schedulers import make_lr_scheduler
 from strl_jax.agents.motion_prior import make_motion_prior
 from strl_jax.agents.parts import Part
 from strl_jax.agents.ppo import make_optimizer
+from strl_jax.agents.rnd import make_rnd_part
 from strl_jax.agents.schedules import make_schedule
+from strl_jax.agents.symmetry import make_symmetry_part
 from strl_jax.agents.tppo import TeacherPart
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.vec_env import VecEnv
@@ -83,10 +87,24 @@ def estimator_part(env: VecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> Estima
     )
 
 
+def symmetry_part(env: VecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> Part:
+    """rsl_rl's symmetry extension over the groups the policy's batch holds."""
+    shapes = env.observation_shapes()
+    sizes = {k: int(np.prod(shapes[k])) for k in shapes if k not in env_groups(spec)}
+    return make_symmetry_part(env, cfg.algorithm.symmetry_cfg, sizes)
+
+
+def rnd_part(env: VecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> Part:
+    """rsl_rl's Random Network Distillation on `algorithm.rnd_cfg.obs_group`."""
+    return make_rnd_part("rnd", env, cfg)
+
+
 PART_BUILDERS: dict[str, Callable[[VecEnv, TrainConfig, AlgorithmSpec], Part]] = {
     "teacher": teacher_part,
     "amp": amp_part,
     "estimator": estimator_part,
+    "symmetry": symmetry_part,
+    "rnd": rnd_part,
 }
 
 
@@ -122,7 +140,7 @@ def make_learner(env: VecEnv, cfg: TrainConfig) -> Learner:
         cfg=cfg,
         optimizer=make_optimizer(alg.optimizer, max_grad_norm),
         update_rule=make_update_rule(cfg, spec),
-        parts=tuple(PART_BUILDERS[name](env, cfg, spec) for name in spec.parts),
+        parts=tuple(PART_BUILDERS[name](env, cfg, spec) for name in active_parts(cfg)),
         lr_scheduler=None
         if alg.lr_scheduler_class_name is None
         else make_lr_scheduler(alg.lr_scheduler_class_name, alg.lr_scheduler, alg.learning_rate),

@@ -340,7 +340,8 @@ def train(
     """Train PPO as configured, writing config.yaml, metrics.jsonl, TensorBoard and checkpoints.
 
     `resume=True` continues the run in `log_dir` from its newest readable checkpoint (or
-    `checkpoint`); `load` warm-starts params and normalisers from another run's checkpoint.
+    `checkpoint`); `load` warm-starts params and normalisers from another run's checkpoint, or
+    from an rsl_rl/st_rl `.pt` file (`train_loops.torch_checkpoints`).
     `runner.max_iterations` counts the whole run; `more_iterations` instead runs that many
     iterations from wherever the run starts (rsl_rl's `learn(num_learning_iterations)`).
     """

@@ -1,0 +1,462 @@
+"""`python -m strl_jax.deploy <log_dir>`: sim-to-sim check of an exported policy in native MuJoCo.
+
+The run's ONNX policy (`policy.onnx`, written by `strl_jax.export` if missing) drives the run's
+Playground task in C MuJoCo (`mujoco.MjData`, `mj_step`, onnxruntime; no JAX in the loop), with
+the observation built from `MjData` the way the env builds it (`strl_jax.envs.native_mujoco`),
+and the same episodes run in the JAX env through strl_jax's evaluation loop. Both sides run the
+nominal model (no domain randomisation) and noise-free observations (`noise_config.level=0`);
+the native episodes start from the JAX episodes' initial states and follow their commands, so
+the two columns differ only by the physics engine (MJX vs C MuJoCo) and float32 vs float64.
+
+Per episode and on average: return (the env's full reward), velocity-tracking RMS errors in the
+base frame (xy linear velocity, yaw rate) against the command in effect, episode length, falls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from strl_jax.envs import native_mujoco as nm
+from strl_jax.errors import CheckpointError, ConfigError, ExportError
+
+METRICS = ("return", "lin_vel_rms", "yaw_rate_rms", "length", "fell")
+
+
+# ---- the exported policy -----------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class OnnxPolicy:
+    """An exported policy in onnxruntime: its input layout and its recurrent inputs, if any."""
+
+    session: Any
+    layout: list[tuple[str, int]]
+    hidden_inputs: tuple[tuple[str, tuple[int, ...]], ...]  # (name, shape at batch 1)
+
+    def initial_hidden(self) -> dict[str, np.ndarray]:
+        return {name: np.zeros(shape, np.float32) for name, shape in self.hidden_inputs}
+
+    def __call__(self, obs: np.ndarray, hidden: dict[str, np.ndarray]) -> tuple[np.ndarray, dict]:
+        """`(action [A], hidden')` for one observation; `h_out` feeds `h_in` and so on."""
+        outputs = [o.name for o in self.session.get_outputs()]
+        values = self.session.run(outputs, {"obs": obs[None], **hidden})
+        found = dict(zip(outputs, values, strict=True))
+        nxt = {name: found[name.removesuffix("_in") + "_out"] for name in hidden}
+        return np.asarray(found["actions"][0], np.float64), nxt
+
+
+def load_onnx_policy(path: Path) -> OnnxPolicy:
+    """The ONNX model at `path`; its `obs_components` metadata says how to build its input."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    meta = session.get_modelmeta().custom_metadata_map
+    if "obs_components" not in meta:
+        raise ExportError(
+            f"{path} has no obs_components metadata; re-export it with python -m strl_jax.export"
+        )
+    layout = [(str(n), int(s)) for n, s in json.loads(meta["obs_components"])]
+    hidden = tuple(
+        (i.name, (int(i.shape[0]), 1, *(int(d) for d in i.shape[2:])))
+        for i in session.get_inputs()
+        if i.name != "obs"
+    )
+    return OnnxPolicy(session=session, layout=layout, hidden_inputs=hidden)
+
+
+def exported_onnx(run: Path, loaded: Any, checkpoint: int | None = None) -> Path:
+    """`<run>/exported/policy.onnx` (`exported/checkpoint_<N>/` for a chosen checkpoint), exported
+    now if missing or older than the checkpoint it should hold."""
+    from strl_jax.train_loops.checkpoint import locate
+
+    folder = run / "exported" if checkpoint is None else run / "exported" / f"checkpoint_{checkpoint}"
+    path = folder / "policy.onnx"
+    step_dir = locate(run)[0] / str(loaded.step)
+    stale = step_dir.exists() and path.exists() and path.stat().st_mtime < step_dir.stat().st_mtime
+    if stale or not path.exists():
+        from strl_jax.export import export_run
+
+        export_run(loaded, folder)
+    return path
+
+
+# ---- commands ----------------------------------------------------------------------------------
+@dataclasses.dataclass
+class CommandProcess:
+    """The env's command process (draws, exponential resampling times), a fixed command, or a
+    recorded schedule (`[T, 3]`, the command in effect at each step) to replay."""
+
+    task: nm.NativeTask
+    rng: np.random.Generator
+    fixed: np.ndarray | None = None
+    schedule: np.ndarray | None = None
+    countdown: int = 0
+
+    def first(self) -> np.ndarray:
+        if self.schedule is not None:
+            return self.schedule[0]
+        if self.fixed is not None:
+            return self.fixed
+        self.countdown = nm.steps_until_next_command(self.task, self.rng)
+        return nm.initial_command(self.task, self.rng)
+
+    def after_step(self, t: int, command: np.ndarray) -> np.ndarray:
+        """The command in effect at step `t + 1`."""
+        if self.schedule is not None:
+            return self.schedule[min(t + 1, len(self.schedule) - 1)]
+        if self.fixed is not None:
+            return self.fixed
+        self.countdown -= 1
+        if self.countdown > 0:
+            return command
+        self.countdown = nm.steps_until_next_command(self.task, self.rng)
+        return nm.next_command(self.task, self.rng, command)
+
+
+# ---- metrics ----------------------------------------------------------------------------------
+def episode_metrics(
+    rewards: np.ndarray, velocity: np.ndarray, command: np.ndarray, fell: bool
+) -> dict[str, float]:
+    """Return, tracking RMS errors (base frame, against the command in effect), length, fall."""
+    lin = np.sum(np.square(velocity[:, :2] - command[:, :2]), axis=-1)
+    yaw = np.square(velocity[:, 2] - command[:, 2])
+    return {
+        "return": float(np.sum(rewards)),
+        "lin_vel_rms": float(np.sqrt(np.mean(lin))),
+        "yaw_rate_rms": float(np.sqrt(np.mean(yaw))),
+        "length": float(len(rewards)),
+        "fell": float(fell),
+    }
+
+
+def mean_metrics(episodes: Sequence[dict[str, float]]) -> dict[str, float]:
+    return {k: float(np.mean([e[k] for e in episodes])) for k in METRICS}
+
+
+# ---- native episodes ---------------------------------------------------------------------------
+def native_episode(
+    task: nm.NativeTask,
+    policy: OnnxPolicy,
+    start: tuple[np.ndarray, np.ndarray],
+    commands: CommandProcess,
+    frame: Callable[[Any], None] | None = None,
+) -> dict[str, float]:
+    """One episode in C MuJoCo until a fall or `task.episode_length` steps."""
+    data = nm.reset_data(task, *start)
+    book = nm.fresh_bookkeeping(commands.first(), task.model.nu)
+    obs, hidden = nm.observation_components(task, data, book), policy.initial_hidden()
+    rewards, velocity, command, fell = [], [], [], False
+    for t in range(task.episode_length):
+        action, hidden = policy(nm.assemble(obs, policy.layout), hidden)
+        command.append(book.command.copy())
+        out = nm.step(task, data, book, action)
+        rewards.append(out.reward)
+        velocity.append(nm.base_velocity(data))
+        if frame is not None:
+            frame(data)
+        if out.fell:
+            fell = True
+            break
+        obs = out.obs
+        book.command = commands.after_step(t, book.command)
+    return episode_metrics(np.array(rewards), np.array(velocity), np.array(command), fell)
+
+
+# ---- the JAX side --------------------------------------------------------------------------------
+def nominal_env_config(env_cfg: Any, episode_length: int | None = None) -> Any:
+    """The run's env config on nominal physics with noise-free observations."""
+    from strl_jax.envs.playground_env import flatten
+
+    playground = {**flatten(dict(env_cfg.playground)), "noise_config.level": 0.0}
+    length = env_cfg.episode_length if episode_length is None else episode_length
+    return dataclasses.replace(
+        env_cfg, playground=playground, domain_randomization=False, episode_length=length
+    )
+
+
+def fix_command(brax_state: Any, command: Any) -> Any:
+    """Every env follows `command` for the whole episode: no resampling, and the policy's
+    observation (`state`, which ends with the command) shows it from the first step."""
+    import jax.numpy as jnp
+
+    info = dict(brax_state.info)
+    n = info["command"].shape[0]
+    info["command"] = jnp.broadcast_to(jnp.asarray(command, info["command"].dtype), (n, 3))
+    info["steps_until_next_cmd"] = jnp.full_like(info["steps_until_next_cmd"], 2**30)
+    obs = dict(brax_state.obs)
+    obs["state"] = obs["state"].at[:, -3:].set(info["command"])
+    return brax_state.replace(info=info, obs=obs)
+
+
+def jax_rollout(env: Any, actor: Any, params: Any, normalizers: Any, key: Any, command: Any = None) -> dict:
+    """`episode_length` steps of the deterministic policy in `env` (one episode per env counted):
+    initial states, the command in effect, reward, end flags and base velocity per step."""
+    from strl_jax.train_loops.evaluation import act_in_env
+
+    state, obs = env.reset(key)
+    if command is not None:
+        brax = fix_command(state.brax_state, command)
+        state, obs = state.replace(brax_state=brax), env.observe(brax)
+
+    def record(env_state, _obs, _action, res):
+        return {
+            "command": env_state.brax_state.info["command"],
+            "reward": res.reward,
+            "terminated": res.terminated,
+            "done": res.terminated | res.truncated,
+            "velocity": res.probe["velocity"],
+        }
+
+    _, steps = act_in_env(
+        env,
+        lambda o, h, _k: actor.act(params, normalizers, o, h),
+        actor.reset_hidden,
+        (state, obs, actor.initial_hidden(env.num_envs)),
+        record,
+        length=env.episode_length,
+    )
+    data = state.brax_state.data
+    return {"qpos": data.qpos, "qvel": data.qvel, **steps}
+
+
+def first_episodes(steps: dict) -> list[dict[str, float]]:
+    """Per env, the metrics of its first episode in a `jax_rollout` (numpy arrays `[T, N, ...]`)."""
+    done = np.asarray(steps["done"], bool)
+    out = []
+    for i in range(done.shape[1]):
+        ends = np.flatnonzero(done[:, i])
+        length = int(ends[0]) + 1 if len(ends) else done.shape[0]
+        fell = bool(np.asarray(steps["terminated"])[length - 1, i])
+        out.append(
+            episode_metrics(
+                np.asarray(steps["reward"])[:length, i],
+                np.asarray(steps["velocity"])[:length, i],
+                np.asarray(steps["command"])[:length, i],
+                fell,
+            )
+        )
+    return out
+
+
+def jax_episodes(loaded: Any, episodes: int, seed: int, episode_length: int | None, command: Any) -> dict:
+    """The JAX evaluation of the same policy on nominal, noise-free physics (numpy results)."""
+    import jax
+
+    from strl_jax.envs.tasks import make_env_from_config
+
+    env = make_env_from_config(nominal_env_config(loaded.cfg.env, episode_length), num_envs=episodes)
+    actor = loaded.actor
+    rollout = jax.jit(lambda p, n, k: jax_rollout(env, actor, p, n, k, command))
+    return jax.device_get(rollout(loaded.params, loaded.normalizers, jax.random.PRNGKey(seed)))
+
+
+# ---- the whole check -----------------------------------------------------------------------------
+def native_task_of(loaded: Any, episode_length: int | None) -> nm.NativeTask:
+    """The native twin of the run's task on its nominal, noise-free config."""
+    from strl_jax.envs.tasks import make_env_from_config
+
+    nm.require_supported(loaded.cfg.env.task)
+    env_cfg = nominal_env_config(loaded.cfg.env, episode_length)
+    env = make_env_from_config(env_cfg, num_envs=1)
+    return nm.native_task(env.env, env_cfg.task, env_cfg.episode_length, env_cfg.clip_actions)
+
+
+@dataclasses.dataclass
+class Comparison:
+    """Per-episode metrics of both sides (JAX's empty when skipped) and their wall times."""
+
+    native: list[dict[str, float]]
+    jax: list[dict[str, float]]
+    native_seconds: float
+    jax_seconds: float
+
+
+def compare(
+    loaded: Any,
+    policy: OnnxPolicy,
+    episodes: int,
+    seed: int = 0,
+    episode_length: int | None = None,
+    command: Sequence[float] | None = None,
+    with_jax: bool = True,
+    frame: Callable[[Any], None] | None = None,
+) -> Comparison:
+    """Run the JAX episodes (if asked), then the native ones from the same starts and commands."""
+    task = native_task_of(loaded, episode_length)
+    rng = np.random.default_rng(seed)
+    fixed = None if command is None else np.asarray(command, np.float64)
+    jax_metrics, jax_seconds, starts, schedules = [], 0.0, None, None
+    if with_jax:
+        begin = time.perf_counter()
+        steps = jax_episodes(loaded, episodes, seed, episode_length, fixed)
+        jax_seconds = time.perf_counter() - begin
+        jax_metrics = first_episodes(steps)
+        starts = list(zip(np.asarray(steps["qpos"]), np.asarray(steps["qvel"]), strict=True))
+        schedules = np.swapaxes(np.asarray(steps["command"], np.float64), 0, 1)
+    begin = time.perf_counter()
+    native = []
+    for i in range(episodes):
+        start = starts[i] if starts is not None else nm.random_start(task, rng)
+        schedule = schedules[i] if schedules is not None else None
+        process = CommandProcess(task, rng, fixed=fixed, schedule=schedule)
+        native.append(native_episode(task, policy, start, process, frame if i == 0 else None))
+    return Comparison(native, jax_metrics, time.perf_counter() - begin, jax_seconds)
+
+
+def format_report(result: Comparison) -> str:
+    """Per-episode rows and the means, native beside JAX."""
+    head = f"{'episode':>8} " + " ".join(f"{'native ' + k:>20}" for k in METRICS)
+    if result.jax:
+        head += " " + " ".join(f"{'jax ' + k:>17}" for k in METRICS)
+    lines = [head]
+    rows = [(str(i), n, result.jax[i] if result.jax else None) for i, n in enumerate(result.native)]
+    rows.append(("mean", mean_metrics(result.native), mean_metrics(result.jax) if result.jax else None))
+    for name, native, jax_row in rows:
+        line = f"{name:>8} " + " ".join(f"{native[k]:>20.4f}" for k in METRICS)
+        if jax_row is not None:
+            line += " " + " ".join(f"{jax_row[k]:>17.4f}" for k in METRICS)
+        lines.append(line)
+    return "\n".join(lines)
+
+
+# ---- viewing ----------------------------------------------------------------------------------------
+def video_recorder(task: nm.NativeTask, size: tuple[int, int] = (240, 320)) -> tuple[Callable, list]:
+    """A frame callback that renders offscreen, and the list it fills (raises without GL)."""
+    import mujoco
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # GLFW's complaints about a missing display
+        renderer = mujoco.Renderer(task.model, height=size[0], width=size[1])
+    frames: list[np.ndarray] = []
+
+    def frame(data: Any) -> None:
+        renderer.update_scene(data)
+        frames.append(renderer.render().copy())
+
+    return frame, frames
+
+
+def write_video(frames: list[np.ndarray], path: Path, fps: float) -> None:
+    """GIF through PIL; MP4 through mediapy, which needs an ffmpeg executable."""
+    if path.suffix.lower() == ".gif":
+        from PIL import Image
+
+        images = [Image.fromarray(f) for f in frames]
+        images[0].save(path, save_all=True, append_images=images[1:], duration=1000.0 / fps, loop=0)
+        return
+    import mediapy
+
+    mediapy.write_video(path, frames, fps=fps)
+
+
+def viewer_callback(task: nm.NativeTask) -> Callable:
+    """A frame callback that syncs MuJoCo's passive viewer (needs a display)."""
+    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY") and sys.platform == "linux":
+        raise ConfigError("--viewer needs a display (DISPLAY is not set); use --video FILE.gif instead")
+    import mujoco.viewer
+
+    handle: dict[str, Any] = {}
+
+    def frame(data: Any) -> None:
+        if "viewer" not in handle:
+            handle["viewer"] = mujoco.viewer.launch_passive(task.model, data)
+        handle["viewer"].sync()
+        time.sleep(task.dt)
+
+    return frame
+
+
+# ---- CLI ----------------------------------------------------------------------------------------------
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m strl_jax.deploy",
+        description="Run a run's exported ONNX policy in native MuJoCo beside the JAX evaluation.",
+    )
+    parser.add_argument("log_dir", help="run folder (or checkpoints folder, or one checkpoint step folder)")
+    parser.add_argument("--checkpoint", type=int, metavar="N", help="checkpoint step (default: newest)")
+    parser.add_argument("--episodes", type=int, default=8, metavar="K", help="episodes (default 8)")
+    parser.add_argument(
+        "--episode_length", type=int, metavar="T", help="steps per episode (default: the run's)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of initial states and commands")
+    parser.add_argument(
+        "--command",
+        type=float,
+        nargs=3,
+        metavar=("VX", "VY", "YAW_RATE"),
+        help="fixed command (default: sampled)",
+    )
+    parser.add_argument(
+        "--no-jax", action="store_true", help="native episodes only (own starts and commands)"
+    )
+    parser.add_argument(
+        "--video", metavar="FILE", help="render episode 0 offscreen to FILE (.gif, or .mp4 with ffmpeg)"
+    )
+    parser.add_argument(
+        "--viewer", action="store_true", help="show episode 0 in MuJoCo's viewer (needs a display)"
+    )
+    parser.add_argument("--json", metavar="FILE", help="also write the per-episode metrics as JSON")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.episodes < 1 or (args.episode_length is not None and args.episode_length < 1):
+        print("error: --episodes and --episode_length must be at least 1", file=sys.stderr)
+        return 2
+    from strl_jax.inference import load_policy
+
+    try:
+        loaded = load_policy(args.log_dir, args.checkpoint)
+        nm.require_supported(loaded.cfg.env.task)
+        policy = load_onnx_policy(exported_onnx(Path(args.log_dir), loaded, args.checkpoint))
+        task = native_task_of(loaded, args.episode_length)
+        frame, frames = None, None
+        if args.viewer:
+            frame = viewer_callback(task)
+        elif args.video:
+            try:
+                frame, frames = video_recorder(task)
+            except Exception as err:  # noqa: BLE001 - mujoco raises several kinds when no GL backend exists
+                reason = type(err).__name__
+                print(f"video skipped, MuJoCo cannot render here ({reason}); try MUJOCO_GL=egl or osmesa")
+        result = compare(
+            loaded,
+            policy,
+            args.episodes,
+            args.seed,
+            args.episode_length,
+            args.command,
+            not args.no_jax,
+            frame,
+        )
+    except (CheckpointError, ConfigError, ExportError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(
+        f"{loaded.cfg.env.task}, checkpoint {loaded.step}, {args.episodes} episodes, nominal physics, "
+        f"noise-free observations (native {result.native_seconds:.1f} s, JAX {result.jax_seconds:.1f} s)"
+    )
+    print(format_report(result))
+    if frames:
+        try:
+            write_video(frames, Path(args.video), 1.0 / task.dt)
+            print(f"video: {args.video}")
+        except Exception as err:  # noqa: BLE001 - a missing encoder is reported, not raised
+            print(f"video not written ({type(err).__name__}: {str(err)[:100]}); a .gif needs only PIL")
+    if args.json:
+        Path(args.json).write_text(json.dumps(dataclasses.asdict(result), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

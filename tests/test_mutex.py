@@ -1,0 +1,327 @@
+"""Mutex policies (st_rl ActorCriticMutex / FieldMutex / ClimbMutex) over tiny saved runs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import yaml
+
+from strl_jax.configs.loader import config_to_dict, resolve_config
+from strl_jax.envs.tasks import make_env_from_config
+from strl_jax.errors import ConfigError
+from strl_jax.inference import acting_policy, init_policy_state
+from strl_jax.networks.mutex import (
+    MutexConfig,
+    load_mutex_policy,
+    load_sub_policies,
+    mutex_config,
+    mutex_policy,
+    non_selected_resets,
+    policy_selection,
+    run_action_scale,
+    sub_observation,
+)
+from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR, close_manager, open_manager, save_checkpoint
+from tests.tiny_config import tiny
+
+NAMED = "env.obs_groups={policy: {x: [0], last_action: [1], command: [2], v: [3]}}"
+SUB_RUNS = {  # two of one structure (one vmap), a recurrent one, a smaller jump-down one
+    "walk": ("policy.actor_hidden_dims=[16]",),
+    "walk2": ("policy.actor_hidden_dims=[16]",),
+    "rnn": (
+        "policy.class_name=ActorCriticRecurrent",
+        "policy.rnn_type=gru",
+        "policy.rnn_hidden_size=8",
+        "policy.actor_hidden_dims=[8]",
+    ),
+    "down": ("policy.actor_hidden_dims=[8]",),
+}
+SCALES = (0.25, 0.5, 1.0, 2.0)
+ENV_SCALE = 0.5
+
+
+def save_random_run(path, overrides, seed):
+    """A run folder holding one checkpoint of random weights and randomised normalisers."""
+    cfg = resolve_config("inverted_pendulum", overrides=tiny(NAMED, *overrides))
+    env = make_env_from_config(cfg.env, num_envs=1)
+    state = init_policy_state(
+        jax.random.PRNGKey(seed), cfg, env.observation_shapes(), env.action_size, env.components
+    )
+    norm = {
+        k: v.replace(mean=v.mean + 0.1 * (seed + 1), var=v.var * (1.0 + seed))
+        for k, v in state.normalizers.items()
+    }
+    manager = open_manager(path / CHECKPOINT_DIR)
+    save_checkpoint(
+        manager,
+        1,
+        {"train_state": {"params": state.params, "normalizers": norm}},
+        {"config": config_to_dict(cfg)},
+    )
+    close_manager(manager)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("subs")
+    return {name: save_random_run(root / name, o, seed) for seed, (name, o) in enumerate(SUB_RUNS.items())}
+
+
+@pytest.fixture(scope="module")
+def subs(runs):
+    return load_sub_policies(list(runs.values()), [None] * len(runs))
+
+
+def layout(n_select: int):
+    return (("x", 1), ("last_action", 1), ("command", 1), ("v", 1), ("engaging_block", n_select))
+
+
+def field(subs, **options):
+    opts = dict(
+        class_name="ActorCriticFieldMutex",
+        sub_policy_paths=("a", "b", "c"),
+        env_action_scale=ENV_SCALE,
+        sub_action_scales=SCALES[:3],
+        reset_non_selected="none",
+    )
+    opts.update(options)
+    return mutex_policy(MutexConfig(**opts), subs[:3], layout(5))
+
+
+def observations(choice, key=0, n_select=5, flag=None):
+    """Observations whose engaging_block selects `choice[b]` (-1: all zeros)."""
+    b = len(choice)
+    obs = np.array(jax.random.normal(jax.random.PRNGKey(key), (b, 4 + n_select)))
+    block = np.zeros((b, n_select), np.float32)
+    for row, c in enumerate(choice):
+        if c >= 0:
+            block[row, 1 + c] = 1.0
+    if flag is not None:
+        block[:, -1] = flag
+    obs[:, 4:] = block
+    return jnp.asarray(obs, jnp.float32)
+
+
+def standalone(sub, x, h):
+    return acting_policy(sub.actor, sub.params, sub.normalizers, sub.obs_size).step(x, h)
+
+
+def own_input(obs, scale):
+    """A sub-policy's input: its components, the previous action in its own scale."""
+    return obs[:, :4].at[:, 1].multiply(ENV_SCALE / scale)
+
+
+def test_executed_action_is_the_selected_sub_policys_scaled_action(subs):
+    policy = field(subs)
+    assert [m for _, _, m in policy.spec.groups] == [(0, 1), (2,)]  # same structures share a vmap
+    choice = [0, 1, 2, -1, 2, 1]
+    obs = observations(choice)
+    action, state = jax.jit(policy.step)(obs, policy.initial_hidden(len(choice)))
+    for i, sub in enumerate(subs[:3]):
+        h = acting_policy(sub.actor, sub.params, sub.normalizers, sub.obs_size).initial_hidden(len(choice))
+        ref, _ = standalone(sub, own_input(obs, SCALES[i]), h)
+        expected = ref * SCALES[i] / ENV_SCALE
+        rows = np.array([r for r, c in enumerate(choice) if max(c, 0) == i])
+        np.testing.assert_allclose(action[rows], expected[rows], rtol=1e-5, atol=1e-6)
+
+
+def test_recurrent_sub_policy_keeps_its_own_memory(subs):
+    policy = field(subs)
+    rnn = subs[2]
+    steps = [observations([2, 2, 0], key=k) for k in range(3)]
+    state = policy.initial_hidden(3)
+    h = acting_policy(rnn.actor, rnn.params, rnn.normalizers, rnn.obs_size).initial_hidden(3)
+    step = jax.jit(policy.step)
+    for obs in steps:
+        action, state = step(obs, state)
+        ref, h = standalone(rnn, own_input(obs, SCALES[2]), h)
+        np.testing.assert_allclose(action[:2], (ref * SCALES[2] / ENV_SCALE)[:2], rtol=1e-5, atol=1e-6)
+    mine = jax.tree.map(lambda x: x[0], state.hidden[1])
+    np.testing.assert_allclose(np.asarray(mine), np.asarray(h), rtol=1e-5, atol=1e-6)
+    # an episode end restarts that env's memories only
+    state = policy.reset(state, jnp.array([True, False, False]))
+    assert float(jnp.abs(state.hidden[1][:, :, 0]).max()) == 0.0
+    assert float(jnp.abs(state.hidden[1][:, :, 1]).max()) > 0.0
+
+
+def test_selection_is_smoothed_over_the_last_k_steps(subs):
+    policy = field(subs, action_smoothing_buffer_len=3)
+    state = policy.initial_hidden(1)
+    outputs = jax.jit(policy.outputs)
+    expected = [[1 / 3, 0, 0], [1 / 3, 1 / 3, 0], [1 / 3, 2 / 3, 0], [0, 1, 0], [0, 2 / 3, 1 / 3]]
+    for t, c in enumerate([0, 1, 1, 1, 2]):
+        action, info, state = outputs(observations([c], key=t), state)
+        np.testing.assert_allclose(info["selection"][0], expected[t], atol=1e-6)
+        mixed = sum(info["sub_actions"][i] * SCALES[i] / ENV_SCALE * expected[t][i] for i in range(3))
+        np.testing.assert_allclose(action, mixed, rtol=1e-5, atol=1e-6)
+
+
+def test_commands_are_written_into_each_sub_policys_input(subs):
+    policy = field(subs, cmd_vel_mapping={1: 0.7, "2": [0.2, 0.4]}, cmd_scales=(1.0, 2.0, 3.0))
+    obs = observations([0, 1, 2, 0])
+    state = policy.initial_hidden(4)
+    spec = policy.spec
+    np.testing.assert_allclose(sub_observation(spec, obs, state.commands, 0)[:, 2], obs[:, 2])
+    np.testing.assert_allclose(sub_observation(spec, obs, state.commands, 1)[:, 2], 1.4, rtol=1e-6)
+    drawn = sub_observation(spec, obs, state.commands, 2)[:, 2] / 3.0
+    assert bool(jnp.all((drawn >= 0.2) & (drawn <= 0.4)))
+    assert len(set(np.round(np.asarray(drawn), 6))) > 1  # drawn per env
+    done = jnp.array([True, False, True, False])
+    after = policy.reset(state, done).commands
+    np.testing.assert_array_equal(after[~done], state.commands[~done])
+    assert bool(jnp.all(after[done][:, 2] != state.commands[done][:, 2]))
+    assert bool(jnp.all((after[:, 2] >= 0.2) & (after[:, 2] <= 0.4)))
+    np.testing.assert_allclose(after[:, 1], 0.7)
+    # the sub-policy acts on that input
+    action, _ = jax.jit(policy.step)(obs, state)
+    x = own_input(obs, SCALES[1]).at[:, 2].set(1.4)
+    ref, _ = standalone(subs[1], x, {})
+    np.testing.assert_allclose(action[1], ref[1] * SCALES[1] / ENV_SCALE, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("mode", "kept"),
+    [("none", [True, True]), ("all", [False, False]), ("when_skill", [True, False])],
+)
+def test_memories_of_non_selected_sub_policies_restart_per_option(subs, mode, kept):
+    """The recurrent sub-policy (index 2, a skill) runs while env 0 walks (0) and env 1 runs skill 1."""
+    policy = field(subs, reset_non_selected=mode)
+    state = policy.initial_hidden(2)
+    step = jax.jit(policy.step)
+    _, state = step(observations([2, 2]), state)
+    _, state = step(observations([0, 1], key=1), state)
+    alive = np.asarray(jnp.abs(state.hidden[1][0, 0]).max(axis=-1) > 0)
+    np.testing.assert_array_equal(alive, kept)
+
+
+def test_reset_rules_on_constructed_selections(subs):
+    spec = field(subs, reset_non_selected="when_skill").spec
+    sel = jnp.array([[True, False, False], [False, True, False], [False, False, True]])
+    expected = [[False, False, False], [False, False, True], [False, True, False]]
+    np.testing.assert_array_equal(non_selected_resets(spec, sel[None].astype(jnp.float32), sel), expected)
+    spec = field(subs, reset_non_selected=True, action_smoothing_buffer_len=2).spec
+    history = jnp.stack([sel, sel[::-1]]).astype(jnp.float32)
+    np.testing.assert_array_equal(
+        non_selected_resets(spec, history, sel[::-1]),
+        [[False, True, False], [True, False, True], [False, True, False]],
+    )
+
+
+def test_climb_mutex_splits_the_jump_by_direction(subs):
+    cfg = MutexConfig(
+        class_name="ActorCriticClimbMutex",
+        sub_policy_paths=("a", "b", "c"),
+        jump_down_policy_path="d",
+        jump_obstacle_id=2,
+        env_action_scale=ENV_SCALE,
+        sub_action_scales=SCALES,
+        cmd_vel_mapping={2: [0.2, 0.4]},
+    )
+    policy = mutex_policy(cfg, subs, layout(5))
+    assert [m for _, _, m in policy.spec.groups] == [(0, 1), (2,), (3,)]
+    up, down = observations([2, 0, 1], flag=1.0), observations([2, 0, 1], flag=-1.0)
+    np.testing.assert_array_equal(policy_selection(policy.spec, up).argmax(-1), [2, 0, 1])
+    np.testing.assert_array_equal(policy_selection(policy.spec, down).argmax(-1), [3, 0, 1])
+    state = policy.initial_hidden(3)
+    np.testing.assert_array_equal(state.commands[:, 3], state.commands[:, 2])  # jump_down_vel None
+    action, _ = jax.jit(policy.step)(down, state)
+    x = own_input(down, SCALES[3]).at[:, 2].set(state.commands[:, 3])
+    ref, _ = standalone(subs[3], x, {})
+    np.testing.assert_allclose(action[0], ref[0] * SCALES[3] / ENV_SCALE, rtol=1e-5, atol=1e-6)
+    fixed = mutex_policy(dataclasses.replace(cfg, jump_down_vel=0.9), subs, layout(5))
+    np.testing.assert_allclose(fixed.initial_hidden(2).commands[:, 3], 0.9)
+
+
+def test_loads_from_a_config_file_and_reads_scales_from_the_runs(runs, tmp_path):
+    path = tmp_path / "mutex.yaml"
+    names = ["walk", "rnn"]
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "policy": {
+                    "class_name": "ActorCriticFieldMutex",
+                    "sub_policy_class_name": "ActorCriticRecurrent",
+                    "sub_policy_paths": [runs[n] for n in names],
+                    "env_action_scale": 1.0,
+                    "action_smoothing_buffer_len": 2,
+                    "reset_non_selected": "when_skill",
+                }
+            }
+        )
+    )
+    policy = load_mutex_policy(path)
+    assert policy.spec.sub_scales == (1.0, 1.0)  # Brax runs train unscaled
+    assert policy.observation_size == 4 + 4  # the runs' components, then engaging_block
+    action, _ = jax.jit(policy.step)(observations([1, 0], n_select=4), policy.initial_hidden(2))
+    assert action.shape == (2, 1)
+    cfg = resolve_config("inverted_pendulum", overrides=tiny())
+    assert run_action_scale(cfg) == 1.0
+    pg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, playground={"action_scale": 0.3}))
+    assert run_action_scale(pg) == 0.3
+
+
+@pytest.mark.parametrize(
+    ("options", "needle"),
+    [
+        ({"class_name": "ActorCriticFoo"}, "valid choices"),
+        ({"reset_non_selected": "some"}, "when_skill"),
+        ({"class_name": "ActorCriticClimbMutex"}, "jump_down_policy_path"),
+        ({"cmd_vel_mapping": {5: 1.0}}, "0..1"),
+        ({"sub_policy_paths": []}, "sub_policy_paths"),
+        ({"action_smoothing_buffer_len": 0}, ">= 1"),
+        ({"hidden_dims": [4]}, "unknown mutex policy options"),
+    ],
+)
+def test_config_errors_name_the_problem(options, needle):
+    with pytest.raises(ConfigError, match=needle):
+        mutex_config({"policy": {"sub_policy_paths": ["a", "b"], **options}})
+
+
+def test_missing_selection_component_is_an_error(subs):
+    cfg = MutexConfig(sub_policy_paths=("a", "b"), sub_action_scales=SCALES[:2])
+    with pytest.raises(ConfigError, match="engaging_block"):
+        mutex_policy(cfg, subs[:2], layout(5)[:-1])
+
+
+def test_play_runs_a_mutex_config_in_its_env(runs, tmp_path, capsys):
+    from strl_jax import play
+
+    path = tmp_path / "mutex.yaml"
+    named = {"x": [0], "last_action": [1], "command": [2], "v": [3], "engaging_block": [0, 1, 2]}
+    policy = {
+        "class_name": "ActorCriticFieldMutex",
+        "sub_policy_paths": [runs["walk"], runs["rnn"]],
+        "reset_non_selected": "when_skill",
+        "cmd_vel_mapping": {1: [0.0, 0.1]},
+    }
+    path.write_text(yaml.safe_dump({"policy": policy, "env": {"obs_groups": {"policy": named}}}))
+    assert play.main([str(path), "--episodes", "2", "--no-video"]) == 0
+    out = capsys.readouterr().out
+    assert "inverted_pendulum, 2 sub-policies, 2 deterministic episodes" in out
+    assert (tmp_path / "mutex_play" / "episode.html").is_file()
+
+
+def test_mutex_class_names_are_not_trainable_policies():
+    from strl_jax.networks.policy_classes import policy_class
+
+    with pytest.raises(ConfigError, match="load_mutex_policy"):
+        policy_class("ActorCriticFieldMutex")
+
+
+def test_base_mutex_runs_the_first_sub_policy(subs):
+    cfg = MutexConfig(
+        class_name="ActorCriticMutex",
+        sub_policy_paths=("a", "b"),
+        env_action_scale=ENV_SCALE,
+        sub_action_scales=SCALES[:2],
+    )
+    policy = mutex_policy(cfg, subs[:2], layout(5)[:-1])
+    obs = observations([1, 1])[:, :4]
+    action, _ = jax.jit(policy.step)(obs, policy.initial_hidden(2))
+    ref, _ = standalone(subs[0], own_input(obs, SCALES[0]), {})
+    np.testing.assert_allclose(action, ref * SCALES[0] / ENV_SCALE, rtol=1e-5, atol=1e-6)
