@@ -28,7 +28,13 @@ from typing import Any
 import numpy as np
 
 from strl_jax.envs import native_mujoco as nm
+from strl_jax.envs.playground_env import flatten
+from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.errors import CheckpointError, ConfigError, ExportError
+from strl_jax.export import export_run
+from strl_jax.inference import load_policy
+from strl_jax.train_loops.checkpoint import locate
+from strl_jax.train_loops.evaluation import act_in_env
 
 METRICS = ("return", "lin_vel_rms", "yaw_rate_rms", "length", "fell")
 
@@ -76,15 +82,11 @@ def load_onnx_policy(path: Path) -> OnnxPolicy:
 def exported_onnx(run: Path, loaded: Any, checkpoint: int | None = None) -> Path:
     """`<run>/exported/policy.onnx` (`exported/checkpoint_<N>/` for a chosen checkpoint), exported
     now if missing or older than the checkpoint it should hold."""
-    from strl_jax.train_loops.checkpoint import locate
-
     folder = run / "exported" if checkpoint is None else run / "exported" / f"checkpoint_{checkpoint}"
     path = folder / "policy.onnx"
     step_dir = locate(run)[0] / str(loaded.step)
     stale = step_dir.exists() and path.exists() and path.stat().st_mtime < step_dir.stat().st_mtime
     if stale or not path.exists():
-        from strl_jax.export import export_run
-
         export_run(loaded, folder)
     return path
 
@@ -174,8 +176,6 @@ def native_episode(
 # ---- the JAX side --------------------------------------------------------------------------------
 def nominal_env_config(env_cfg: Any, episode_length: int | None = None) -> Any:
     """The run's env config on nominal physics with noise-free observations."""
-    from strl_jax.envs.playground_env import flatten
-
     playground = {**flatten(dict(env_cfg.playground)), "noise_config.level": 0.0}
     length = env_cfg.episode_length if episode_length is None else episode_length
     return dataclasses.replace(
@@ -200,8 +200,6 @@ def fix_command(brax_state: Any, command: Any) -> Any:
 def jax_rollout(env: Any, actor: Any, params: Any, normalizers: Any, key: Any, command: Any = None) -> dict:
     """`episode_length` steps of the deterministic policy in `env` (one episode per env counted):
     initial states, the command in effect, reward, end flags and base velocity per step."""
-    from strl_jax.train_loops.evaluation import act_in_env
-
     state, obs = env.reset(key)
     if command is not None:
         brax = fix_command(state.brax_state, command)
@@ -251,8 +249,6 @@ def jax_episodes(loaded: Any, episodes: int, seed: int, episode_length: int | No
     """The JAX evaluation of the same policy on nominal, noise-free physics (numpy results)."""
     import jax
 
-    from strl_jax.envs.tasks import make_env_from_config
-
     env = make_env_from_config(nominal_env_config(loaded.cfg.env, episode_length), num_envs=episodes)
     actor = loaded.actor
     rollout = jax.jit(lambda p, n, k: jax_rollout(env, actor, p, n, k, command))
@@ -262,8 +258,6 @@ def jax_episodes(loaded: Any, episodes: int, seed: int, episode_length: int | No
 # ---- the whole check -----------------------------------------------------------------------------
 def native_task_of(loaded: Any, episode_length: int | None) -> nm.NativeTask:
     """The native twin of the run's task on its nominal, noise-free config."""
-    from strl_jax.envs.tasks import make_env_from_config
-
     nm.require_supported(loaded.cfg.env.task)
     env_cfg = nominal_env_config(loaded.cfg.env, episode_length)
     env = make_env_from_config(env_cfg, num_envs=1)
@@ -413,8 +407,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.episodes < 1 or (args.episode_length is not None and args.episode_length < 1):
         print("error: --episodes and --episode_length must be at least 1", file=sys.stderr)
         return 2
-    from strl_jax.inference import load_policy
-
     try:
         loaded = load_policy(args.log_dir, args.checkpoint)
         nm.require_supported(loaded.cfg.env.task)

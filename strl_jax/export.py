@@ -33,10 +33,12 @@ import jax
 import jax.numpy as jnp
 import yaml
 
+from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
 from strl_jax.errors import CheckpointError, ConfigError, ExportError
 from strl_jax.inference import ActingPolicy, LoadedPolicy, load_policy, policy_observation_size
 from strl_jax.networks.encoded_inputs import raw_input_size
 from strl_jax.onnx_graph import TensorSpec, function_to_onnx
+from strl_jax.train_loops.torch_checkpoints import rsl_rl_checkpoint, save_rsl_rl_checkpoint
 
 ONNX_OPSET = 18
 ONNX_IR_VERSION = 8  # the oldest IR that carries opset 18: readable by older runtimes
@@ -217,9 +219,6 @@ def export_rsl_rl(loaded: LoadedPolicy, out_dir: Path) -> list[Path]:
     """Write `model_<iteration>.pt`, which rsl_rl 5.x's `OnPolicyRunner.load` accepts, and beside it
     `train_cfg.yaml`, the `train_cfg` that builds the same network (env observation groups `policy`
     and `critic`); returns the paths. rsl_rl's policy does not clip: its env wrapper clips actions."""
-    from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
-    from strl_jax.train_loops.torch_checkpoints import rsl_rl_checkpoint, save_rsl_rl_checkpoint
-
     train_cfg = to_rsl_rl_train_cfg(loaded.cfg)
     infos = {
         "exported_from": "strl_jax",

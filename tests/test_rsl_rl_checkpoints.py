@@ -29,9 +29,9 @@ from strl_jax.networks.acting import make_actor  # noqa: E402
 from strl_jax.networks.normalizer import NormalizerState, normalize  # noqa: E402
 from strl_jax.networks.policy import make_policy_model  # noqa: E402
 from strl_jax.train_loops import torch_checkpoints  # noqa: E402
-from strl_jax.train_loops.checkpoint import load_params_and_normalizers  # noqa: E402
 from strl_jax.train_loops.ckpt_manipulators import copy_overlap  # noqa: E402
 from strl_jax.train_loops.runner import train  # noqa: E402
+from strl_jax.train_loops.torch_checkpoints import load_torch_params_and_normalizers  # noqa: E402
 
 POLICY_OBS, CRITIC_OBS, ACT, ENVS = 5, 7, 3, 4
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -161,7 +161,7 @@ def test_rsl_rl_checkpoint_loads_with_the_same_actions(case, tmp_path):
     path = tmp_path / "model_7.pt"
     runner.current_learning_iteration = 7
     runner.save(str(path))
-    params, normalizers, step = load_params_and_normalizers(path, abstract_state(cfg))
+    params, normalizers, step = load_torch_params_and_normalizers(path, abstract_state(cfg))
     assert step == 7
     steps = observations(5)
     want_actions, want_values = rsl_rl_outputs(runner, steps)
@@ -178,7 +178,7 @@ def test_rsl_rl_trained_policy_loads_with_the_same_actions(tmp_path):
     runner.learn(3)
     path = tmp_path / "model_2.pt"
     runner.save(str(path))
-    params, normalizers, _ = load_params_and_normalizers(path, abstract_state(cfg))
+    params, normalizers, _ = load_torch_params_and_normalizers(path, abstract_state(cfg))
     assert float(normalizers["policy"].count) == 3 * runner.cfg["num_steps_per_env"] * ENVS
     steps = observations(2)
     np.testing.assert_allclose(
@@ -217,7 +217,7 @@ def test_legacy_layouts_load(style, case, tmp_path):
     randomise(runner)
     path = tmp_path / "model_12.pt"
     torch.save(legacy_checkpoint(runner, style), path)
-    params, normalizers, step = load_params_and_normalizers(path, abstract_state(cfg))
+    params, normalizers, step = load_torch_params_and_normalizers(path, abstract_state(cfg))
     assert step == 12
     steps = observations(3)
     want_actions, want_values = rsl_rl_outputs(runner, steps)
@@ -229,7 +229,7 @@ def test_legacy_layouts_load(style, case, tmp_path):
 def test_std_loads_into_a_log_std_network(tmp_path):
     runner = rsl_rl_runner(strl_config())
     runner.save(str(tmp_path / "model.pt"))
-    params, _, _ = load_params_and_normalizers(
+    params, _, _ = load_torch_params_and_normalizers(
         tmp_path / "model.pt", abstract_state(strl_config("policy.noise_std_type=log"))
     )
     std = runner.alg.actor.distribution.std_param.detach().numpy()
@@ -279,24 +279,26 @@ def test_mismatch_names_the_first_torch_tensor(tmp_path):
     path = tmp_path / "model.pt"
     runner.save(str(path))
     with pytest.raises(CheckpointMismatchError) as err:
-        load_params_and_normalizers(path, abstract_state(strl_config("policy.actor_hidden_dims=[8, 4]")))
+        load_torch_params_and_normalizers(
+            path, abstract_state(strl_config("policy.actor_hidden_dims=[8, 4]"))
+        )
     message = str(err.value)
     assert "actor_state_dict['mlp.2.weight'] has shape (8, 8)" in message
     assert "needs (4, 8)" in message and "actor.hidden_1.kernel" in message
     with pytest.raises(
         CheckpointMismatchError, match=r"actor_state_dict\['obs_normalizer._mean'\] has shape \(1, 5\)"
     ):
-        load_params_and_normalizers(path, abstract_state(strl_config(), policy_obs=6))
+        load_torch_params_and_normalizers(path, abstract_state(strl_config(), policy_obs=6))
     with pytest.raises(
         CheckpointMismatchError, match="feed-forward policy: set policy.class_name=ActorCritic$"
     ):
-        load_params_and_normalizers(path, abstract_state(strl_config(*CASES["lstm"])))
+        load_torch_params_and_normalizers(path, abstract_state(strl_config(*CASES["lstm"])))
     lstm = rsl_rl_runner(strl_config(*CASES["lstm"]))
     lstm.save(str(path))
     with pytest.raises(
         CheckpointMismatchError, match="recurrent policy: set policy.class_name=ActorCriticRecurrent"
     ):
-        load_params_and_normalizers(path, abstract_state(strl_config()))
+        load_torch_params_and_normalizers(path, abstract_state(strl_config()))
 
 
 def test_missing_torch_names_the_extra(tmp_path, monkeypatch):
@@ -311,7 +313,7 @@ def test_missing_torch_names_the_extra(tmp_path, monkeypatch):
     path.write_bytes(b"")
     monkeypatch.setattr(builtins, "__import__", no_torch)
     with pytest.raises(ConfigError, match=r"strl_jax\[torch\]"):
-        load_params_and_normalizers(path, abstract_state(strl_config()))
+        load_torch_params_and_normalizers(path, abstract_state(strl_config()))
 
 
 # ---------------------------------------------------------------------------- through the CLIs
@@ -365,7 +367,7 @@ def test_manipulator_sees_torch_names(tmp_path):
         seen.update(loaded["torch"])
         return {"params": loaded["params"], "normalizers": loaded["normalizers"]}
 
-    params, _, _ = load_params_and_normalizers(path, abstract_state(cfg), manipulate=manipulate)
+    params, _, _ = load_torch_params_and_normalizers(path, abstract_state(cfg), manipulate=manipulate)
     assert "mlp.0.weight" in seen["actor_state_dict"]
     np.testing.assert_allclose(
         np.asarray(params["params"]["actor"]["hidden_0"]["kernel"]),
@@ -389,7 +391,7 @@ def test_copy_overlap_maps_a_checkpoint_onto_a_wider_observation(tmp_path):
         },
     }
     manipulate = lambda loaded: copy_overlap(loaded, current)  # noqa: E731
-    params, normalizers, _ = load_params_and_normalizers(path, state, manipulate=manipulate)
+    params, normalizers, _ = load_torch_params_and_normalizers(path, state, manipulate=manipulate)
     kernel = np.asarray(params["params"]["actor"]["hidden_0"]["kernel"])
     weight = runner.alg.actor.state_dict()["mlp.0.weight"].numpy()
     np.testing.assert_array_equal(kernel[:POLICY_OBS], weight.T)

@@ -37,7 +37,11 @@ import numpy as np
 import yaml
 from flax import struct
 
+from strl_jax.configs.loader import config_from_dict, config_to_dict, deep_merge
+from strl_jax.envs.playground_components import playground_default_config
+from strl_jax.envs.tasks import make_env_from_config, task_family
 from strl_jax.errors import ConfigError
+from strl_jax.inference import acting_policy, action_size, load_policy
 from strl_jax.networks.acting import Actor
 from strl_jax.networks.memory import reset_hidden
 from strl_jax.networks.policy_classes import MUTEX_CLASS_NAMES
@@ -213,20 +217,14 @@ def run_action_scale(cfg: Any) -> float | tuple[float, ...]:
     `action_scale` (overridden in `env.playground` or the task default), 1.0 for Brax tasks."""
     value = cfg.env.playground.get("action_scale")
     if value is None:
-        from strl_jax.envs.tasks import task_family
-
         if task_family(cfg.env.task) != "playground":
             return 1.0
-        from strl_jax.envs.playground_components import playground_default_config
-
         value = playground_default_config(cfg.env.task).get("action_scale", 1.0)
     return tuple(float(v) for v in value) if isinstance(value, list | tuple) else float(value)
 
 
 def load_sub_policies(paths: Sequence[str], checkpoints: Sequence[int | None]) -> list[SubPolicy]:
     """Each run rebuilt from its own stored config and checkpoint."""
-    from strl_jax.inference import load_policy
-
     subs = []
     for path, checkpoint in zip(paths, checkpoints, strict=True):
         loaded = load_policy(path, checkpoint)
@@ -291,8 +289,6 @@ def build_spec(cfg: MutexConfig, subs: Sequence[SubPolicy], layout: Layout) -> M
             f"{cfg.class_name} selects sub-policies by the observation component "
             f"{cfg.selection_component!r}; the observation has: {list(where)}"
         )
-    from strl_jax.inference import action_size
-
     actions = {action_size(s.params) for s in subs}
     if len(actions) != 1:
         raise ConfigError(f"sub-policies disagree on the action size: {sorted(actions)}")
@@ -392,8 +388,6 @@ def sub_observation(spec: MutexSpec, obs: jax.Array, commands: jax.Array, i: int
 
 def evaluate_groups(spec: MutexSpec, params: tuple, xs: Sequence[jax.Array], hidden: tuple):
     """`([N, B, A] actions, hidden')`: each group of same-structured sub-policies in one `vmap`."""
-    from strl_jax.inference import acting_policy
-
     actions: list[Any] = [None] * spec.num_policies
     new_hidden = []
     for (actor, obs_size, members), (p, norm), h in zip(spec.groups, params, hidden, strict=True):
@@ -474,8 +468,6 @@ class MutexPolicy:
         return self.spec.action_size
 
     def initial_hidden(self, batch: int) -> MutexState:
-        from strl_jax.inference import acting_policy
-
         hidden = []
         for actor, obs_size, members in self.spec.groups:
             h = acting_policy(actor, None, {}, obs_size).initial_hidden(batch)
@@ -591,9 +583,6 @@ class MutexRun:
 def load_mutex_run(source: Mapping[str, Any] | str | Path) -> MutexRun:
     """A mutex config's policy and executing env: the first sub-policy's run config with the
     config's own `env` section merged over it; the policy reads that env's `policy` group."""
-    from strl_jax.configs.loader import config_from_dict, config_to_dict, deep_merge
-    from strl_jax.envs.tasks import make_env_from_config
-
     data = read_source(source)
     cfg = mutex_config(data)
     subs = load_subs(cfg)

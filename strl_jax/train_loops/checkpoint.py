@@ -560,13 +560,8 @@ def load_params_and_normalizers(
     For warm starts and export: the newest readable step unless `step` (or a step folder) is given.
     `manipulate` (st_rl's `ckpt_manipulator`) maps the stored `{"params", "normalizers"}` (nested
     dicts of numpy arrays) onto the configured shapes first; its result is what gets checked.
-    A file is an rsl_rl/st_rl `torch.save` checkpoint (`train_loops.torch_checkpoints`); the step
-    returned is its `iter`.
+    (rsl_rl/st_rl `.pt` files: `train_loops.torch_checkpoints.load_torch_params_and_normalizers`.)
     """
-    if Path(path).is_file():
-        from strl_jax.train_loops.torch_checkpoints import load_torch_params_and_normalizers
-
-        return load_torch_params_and_normalizers(path, abstract_train_state, manipulate, manipulator_name)
     directory, located = locate(path)
     wanted = {"params": abstract_train_state.params, "normalizers": abstract_train_state.normalizers}
     expected = {f"train_state.{k}": v for k, v in tree_signature(wanted).items()}

@@ -57,6 +57,7 @@ from strl_jax.train_loops.devices import (
 from strl_jax.train_loops.learner import Learner, first_non_finite, jit_evaluate
 from strl_jax.train_loops.learners import make_learner
 from strl_jax.train_loops.logging import RunLogger
+from strl_jax.train_loops.torch_checkpoints import load_torch_params_and_normalizers
 from strl_jax.user_functions import import_function
 
 # Config fields only the host loop reads: runs that differ only in these share compiled programs
@@ -291,12 +292,14 @@ def _initial_state(
         train_state, rollout_state = programs.init(init_key)
         return train_state, rollout_state, _empty_window(), 0.0
     abstract, _ = jax.eval_shape(programs.init, init_key)
+    # a file is an rsl_rl/st_rl torch checkpoint, a folder a strl_jax run
+    read = load_torch_params_and_normalizers if Path(load).is_file() else load_params_and_normalizers
     if not cfg.runner.ckpt_manipulator:
-        params, normalizers, _ = load_params_and_normalizers(load, abstract)  # checked before compiling init
+        params, normalizers, _ = read(load, abstract)  # checked before compiling init
         train_state, rollout_state = programs.init(init_key)
     else:
         train_state, rollout_state = programs.init(init_key)
-        params, normalizers, _ = load_params_and_normalizers(
+        params, normalizers, _ = read(
             load,
             abstract,
             manipulate=checkpoint_manipulator(cfg, train_state),
