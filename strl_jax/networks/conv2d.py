@@ -378,7 +378,7 @@ class Conv2dHeadModel(nn.Module):
         )(y)
 
 
-def _to_numpy(value: Any) -> np.ndarray:
+def tensor_to_numpy(value: Any) -> np.ndarray:
     if hasattr(value, "detach"):  # a torch tensor, without importing torch
         value = value.detach().cpu().numpy()
     return np.asarray(value, np.float32)
@@ -391,7 +391,7 @@ def _torch_layers(state_dict: Mapping[str, Any], prefix: str) -> tuple[list, lis
     for key, value in state_dict.items():
         if key.startswith(prefix):
             path, _, leaf = key[len(prefix) :].rpartition(".")
-            groups.setdefault(prefix + path, {})[leaf] = _to_numpy(value)
+            groups.setdefault(prefix + path, {})[leaf] = tensor_to_numpy(value)
     convs, linears = [], []
     for path, leaves in groups.items():
         weight = leaves.get("weight")

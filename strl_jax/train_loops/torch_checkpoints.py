@@ -32,7 +32,7 @@ import jax
 import numpy as np
 
 from strl_jax.errors import CheckpointError, CheckpointMismatchError, ConfigError, ExportError
-from strl_jax.networks.conv2d import _to_numpy as numpy_of  # a tensor (or array) as float32 numpy
+from strl_jax.networks.conv2d import tensor_to_numpy as numpy_of
 from strl_jax.train_loops.checkpoint import apply_manipulator, fill_from, path_name, tree_signature
 
 LEGACY = "model_state_dict"
