@@ -7,6 +7,10 @@ of the task's components plus the policy observations, executed actions, rewards
 Collection stops once the dataset holds at least `--min_timesteps` steps and `--min_episodes`
 trajectories.
 
+- A mutex config (`python -m strl_jax.collect mutex.yaml --out DIR`, `strl_jax.networks.mutex`)
+  records the switch's executed actions in the env the config describes (its `skill_selection`
+  included); the switch is deterministic and carries its own state (selection buffer, the
+  sub-policies' memories, per-episode commands) as the policy's hidden state.
 - `--success_traj_only` keeps only episodes that reached the time limit and drops those that
   terminated early (failures), as st_rl does.
 - Only finished episodes are written; the ones still running when collection stops are dropped.
@@ -41,10 +45,12 @@ from strl_jax.envs.amp_obs import WithAmpObservation, amp_observation_size, reso
 from strl_jax.errors import CheckpointError, CollectError, CollectionIncomplete, ConfigError
 from strl_jax.inference import load_policy
 from strl_jax.networks.acting import Actor
+from strl_jax.networks.mutex import MutexActor, load_mutex_run
 from strl_jax.train_loops.evaluation import act_in_env
 
 TRAJ_PREFIX = "traj_"
 DEFAULT_CHUNK_STEPS = 200
+WRITER = "strl_jax.collect"  # `writer` in metadata.json; datasets written before it had none
 
 
 @dataclasses.dataclass
@@ -56,6 +62,9 @@ class DatasetProgress:
     num_timesteps: int
     metadata: dict
 
+    def meets(self, min_timesteps: int, min_episodes: int) -> bool:
+        return self.num_timesteps >= min_timesteps and self.num_trajectories >= min_episodes
+
 
 def _traj_index(path: Path) -> int | None:
     stem = path.stem
@@ -66,7 +75,7 @@ def _traj_index(path: Path) -> int | None:
 
 def open_dataset(out: Path, identity: dict) -> DatasetProgress:
     """Create `out`, or count what an earlier collection left there and check it fits `identity`
-    (task, AMP components and frame duration)."""
+    (its `writer`, task, frame duration and what else the writer names)."""
     if not out.exists() or (out.is_dir() and not any(out.iterdir())):
         out.mkdir(parents=True, exist_ok=True)
         return DatasetProgress(0, 0, 0, {})
@@ -75,7 +84,7 @@ def open_dataset(out: Path, identity: dict) -> DatasetProgress:
     if not (out / METADATA_FILE).is_file():
         raise CollectError(
             f"--out {str(out)!r} is not empty and holds no {METADATA_FILE}; "
-            "give a new or empty folder, or a dataset written by strl_jax.collect"
+            f"give a new or empty folder, or a dataset written by {identity.get('writer', WRITER)}"
         )
     try:
         meta = read_metadata(out)
@@ -84,6 +93,12 @@ def open_dataset(out: Path, identity: dict) -> DatasetProgress:
     if meta.get("format") != DATASET_FORMAT:
         raise CollectError(
             f"{out / METADATA_FILE} is not a {DATASET_FORMAT} dataset (format {meta.get('format')!r})"
+        )
+    writer = meta.get("writer", WRITER)
+    if writer != identity.get("writer", WRITER):
+        raise CollectError(
+            f"{str(out)!r} holds a dataset written by {writer}, not by {identity.get('writer', WRITER)}; "
+            "use another --out folder"
         )
     for key, value in identity.items():
         if key in meta and meta[key] != value:
@@ -96,14 +111,80 @@ def open_dataset(out: Path, identity: dict) -> DatasetProgress:
     for path in files:
         try:
             with np.load(path) as npz:
-                steps += int(npz["amp_obs"].shape[0]) - 1
+                steps += int(npz["rewards"].shape[0])
         except (OSError, ValueError, KeyError) as err:
             raise CollectError(f"cannot read {path} of the existing dataset: {err}") from None
     next_index = max((_traj_index(p) for p in files), default=-1) + 1
     return DatasetProgress(next_index, len(files), steps, meta)
 
 
-def make_chunk_rollout(env, actor: Actor, chunk_steps: int, sample_actions: bool) -> Callable:
+def add_trajectory(out: Path, progress: DatasetProgress, arrays: dict[str, np.ndarray]) -> int:
+    """Write one episode as the next trajectory file and count it; returns its number of steps."""
+    write_trajectory(out / f"{TRAJ_PREFIX}{progress.next_index:06d}.npz", arrays)
+    steps = len(arrays["rewards"])
+    progress.next_index += 1
+    progress.num_trajectories += 1
+    progress.num_timesteps += steps
+    return steps
+
+
+def session_key(seed: int, num_sessions: int, progress: DatasetProgress) -> jax.Array:
+    """The key of a collection session: another session (or files left by an interrupted one)
+    draws other initial states and samples."""
+    return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), num_sessions), progress.next_index)
+
+
+def start_envs(env, hidden: Any, key: jax.Array) -> tuple:
+    """`(env state, observations, hidden)` of freshly reset envs, committed to the device like a
+    rollout's own outputs, so the second chunk does not compile a second program."""
+    env_state, obs = env.reset(key)
+    return jax.device_put((env_state, obs, hidden), jax.devices()[0])
+
+
+def incomplete(out: Path, progress: DatasetProgress, session: dict, note: str = "") -> CollectionIncomplete:
+    """The error of a session that ran out of `max_env_steps` (what it found is saved)."""
+    return CollectionIncomplete(
+        f"stopped after {session['env_steps']} steps per env (--max_env_steps) with "
+        f"{progress.num_trajectories} trajectories / {progress.num_timesteps} steps in {out}; "
+        f"{session['finished_episodes']} episodes finished this session{note}"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicySource:
+    """What collection needs of the acting policy: a run's checkpoint, or a mutex config's switch
+    (`strl_jax.networks.mutex`, deterministic, its state carried as the hidden state)."""
+
+    cfg: Any  # the TrainConfig of the env the policy acts in
+    env: Any  # VecEnv
+    actor: Actor | MutexActor
+    params: Any
+    normalizers: Any
+    step: int | None  # the checkpoint; None for a mutex switch (its config names its sub-policies')
+
+
+def is_mutex_config(path: str | Path) -> bool:
+    return Path(path).suffix in (".yaml", ".yml") and Path(path).is_file()
+
+
+def load_source(log_dir: str | Path, checkpoint: int | None, sample_actions: bool) -> PolicySource:
+    """A run's policy, or the switch of a mutex config (`*.yaml`)."""
+    if not is_mutex_config(log_dir):
+        loaded = load_policy(log_dir, checkpoint)
+        return PolicySource(
+            loaded.cfg, loaded.env, loaded.actor, loaded.params, loaded.normalizers, loaded.step
+        )
+    if sample_actions:
+        raise CollectError("a mutex policy acts deterministically: --sample_actions does not apply")
+    if checkpoint is not None:
+        raise CollectError(
+            "--checkpoint names one run's step; a mutex config names its sub-policies' in policy.checkpoints"
+        )
+    run = load_mutex_run(log_dir)
+    return PolicySource(run.cfg, run.env, MutexActor(run.policy), None, None, None)
+
+
+def make_chunk_rollout(env, actor: Actor | MutexActor, chunk_steps: int, sample_actions: bool) -> Callable:
     """Jitted `(params, normalizers, carry, key) -> (carry, per-step arrays [C, N, ...])`.
 
     carry = (env state, observation groups, the actor's hidden state). The per-step arrays hold the
@@ -160,17 +241,26 @@ class TrajectoryCutter:
         return finished
 
 
+def step_arrays(episode: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The per-step arrays every dataset file holds: policy observations, executed actions,
+    rewards, `dones` (1 at the last step) and `timeouts` (1 where it hit the time limit)."""
+    dones = np.zeros(len(episode["rewards"]), np.uint8)
+    dones[-1] = 1
+    return {
+        "obs": episode["obs"].astype(np.float32),
+        "actions": episode["actions"].astype(np.float32),
+        "rewards": episode["rewards"].astype(np.float32),
+        "dones": dones,
+        "timeouts": episode["truncated"].astype(np.uint8),
+    }
+
+
 def trajectory_arrays(episode: dict[str, np.ndarray], keep_critic_obs: bool) -> dict[str, np.ndarray]:
     """The file content of one episode: T + 1 AMP frames (the last one the pre-reset state)."""
     arrays = {
         "amp_obs": np.concatenate([episode["amp_obs"], episode["final_amp_obs"][-1:]]).astype(np.float32),
-        "obs": episode["obs"].astype(np.float32),
-        "actions": episode["actions"].astype(np.float32),
-        "rewards": episode["rewards"].astype(np.float32),
-        "dones": np.zeros(len(episode["rewards"]), np.uint8),
-        "timeouts": episode["truncated"].astype(np.uint8),
+        **step_arrays(episode),
     }
-    arrays["dones"][-1] = 1
     if keep_critic_obs:
         arrays["critic_obs"] = episode["critic_obs"].astype(np.float32)
     return arrays
@@ -199,7 +289,7 @@ def collect(
     `CollectionIncomplete` after the trajectories found so far are saved.
     """
     out = Path(out)
-    loaded = load_policy(log_dir, checkpoint)
+    loaded = load_source(log_dir, checkpoint, sample_actions)
     cfg = loaded.cfg
     task = cfg.env.task
     components = amp_obs_components if amp_obs_components is not None else cfg.env.amp_obs_components
@@ -213,6 +303,7 @@ def collect(
     frame_duration = env.dt
     identity = {
         "format": DATASET_FORMAT,
+        "writer": WRITER,
         "task": task,
         "backend": cfg.env.backend,
         "amp_obs_components": list(components),
@@ -255,7 +346,7 @@ def collect(
         }
 
     def targets_met() -> bool:
-        return progress.num_timesteps >= min_timesteps and progress.num_trajectories >= min_episodes
+        return progress.meets(min_timesteps, min_episodes)
 
     if targets_met():
         log(
@@ -266,24 +357,16 @@ def collect(
     chunk = chunk_steps or min(cfg.env.episode_length, DEFAULT_CHUNK_STEPS)
     actor = loaded.actor
     rollout = make_chunk_rollout(env, actor, chunk, sample_actions)
-    # Another session (or files left by an interrupted one) -> other initial states and samples.
-    key = jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), len(sessions)), progress.next_index)
-    reset_key, key = jax.random.split(key)
-    env_state, obs = env.reset(reset_key)
-    # Committed like the rollout's own outputs, so the second chunk does not compile a second program.
-    carry = jax.device_put((env_state, obs, actor.initial_hidden(num_envs)), jax.devices()[0])
+    reset_key, key = jax.random.split(session_key(seed, len(sessions), progress))
+    carry = start_envs(env, actor.initial_hidden(num_envs), reset_key)
     cutter = TrajectoryCutter(num_envs)
     start = time.time()
     chunk_i = 0
     while not targets_met():
         if max_env_steps is not None and session["env_steps"] >= max_env_steps:
             write_json_atomic(out / METADATA_FILE, metadata())
-            raise CollectionIncomplete(
-                f"stopped after {session['env_steps']} steps per env (--max_env_steps) with "
-                f"{progress.num_trajectories} trajectories / {progress.num_timesteps} steps in {out}; "
-                f"{session['finished_episodes']} episodes finished this session"
-                + (" (those that terminated early are not kept)" if success_traj_only else "")
-            )
+            note = " (those that terminated early are not kept)" if success_traj_only else ""
+            raise incomplete(out, progress, session, note)
         carry, record = rollout(loaded.params, loaded.normalizers, carry, jax.random.fold_in(key, chunk_i))
         chunk_i += 1
         session["env_steps"] += chunk
@@ -291,12 +374,7 @@ def collect(
             session["finished_episodes"] += 1
             if success_traj_only and not episode["truncated"][-1]:
                 continue
-            arrays = trajectory_arrays(episode, keep_critic_obs)
-            write_trajectory(out / f"{TRAJ_PREFIX}{progress.next_index:06d}.npz", arrays)
-            steps = len(arrays["actions"])
-            progress.next_index += 1
-            progress.num_trajectories += 1
-            progress.num_timesteps += steps
+            steps = add_trajectory(out, progress, trajectory_arrays(episode, keep_critic_obs))
             session["added_trajectories"] += 1
             session["added_timesteps"] += steps
             if targets_met():
@@ -310,15 +388,9 @@ def collect(
     return metadata()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m strl_jax.collect",
-        description="Roll out a trained policy and save its episodes as a motion dataset "
-        "(st_rl DemonstrationSaver).",
-    )
-    parser.add_argument("log_dir", help="run folder (or checkpoints folder, or one checkpoint step folder)")
+def add_collection_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every dataset writer shares: output folder, env count, stop rules, seed."""
     parser.add_argument("--out", required=True, metavar="DIR", help="dataset folder (continued if it exists)")
-    parser.add_argument("--checkpoint", type=int, metavar="N", help="checkpoint step (default: newest)")
     parser.add_argument("--num_envs", type=int, default=64, help="parallel environments (default 64)")
     parser.add_argument(
         "--min_timesteps", type=int, default=10_000, help="stop at this many steps (default 1e4)"
@@ -326,6 +398,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--min_episodes", type=int, default=0, help="... and this many trajectories (default 0)"
     )
+    parser.add_argument("--seed", type=int, default=0, help="seed of initial states and samples")
+    parser.add_argument(
+        "--chunk_steps",
+        type=int,
+        metavar="N",
+        help=f"env steps per jitted chunk (default: episode length, at most {DEFAULT_CHUNK_STEPS})",
+    )
+    parser.add_argument(
+        "--max_env_steps", type=int, metavar="N", help="give up after N steps per env (default: no limit)"
+    )
+
+
+def collection_argument_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the shared options, or None."""
+    for flag in ("num_envs", "chunk_steps"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            return f"--{flag} must be at least 1"
+    for flag in ("min_timesteps", "min_episodes"):
+        if getattr(args, flag) < 0:
+            return f"--{flag} must be >= 0"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m strl_jax.collect",
+        description="Roll out a trained policy and save its episodes as a motion dataset "
+        "(st_rl DemonstrationSaver).",
+    )
+    parser.add_argument(
+        "log_dir",
+        help="run folder (or checkpoints folder, or one checkpoint step folder); or a mutex YAML config",
+    )
+    parser.add_argument("--checkpoint", type=int, metavar="N", help="checkpoint step (default: newest)")
+    add_collection_arguments(parser)
     parser.add_argument(
         "--success_traj_only",
         action="store_true",
@@ -336,24 +443,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="sample actions from the policy's Gaussian instead of taking its mean",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of initial states and samples")
     parser.add_argument(
         "--amp_obs_components",
         metavar="A,B,...",
         help="AMP frame components (default: the run's env.amp_obs_components or the task's)",
     )
-    parser.add_argument(
-        "--max_env_steps", type=int, metavar="N", help="give up after N steps per env (default: no limit)"
-    )
     args = parser.parse_args(argv)
-    for flag in ("num_envs",):
-        if getattr(args, flag) < 1:
-            print(f"error: --{flag} must be at least 1", file=sys.stderr)
-            return 2
-    for flag in ("min_timesteps", "min_episodes"):
-        if getattr(args, flag) < 0:
-            print(f"error: --{flag} must be >= 0", file=sys.stderr)
-            return 2
+    problem = collection_argument_error(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
 
     components = args.amp_obs_components.split(",") if args.amp_obs_components else None
     try:
@@ -369,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             amp_obs_components=components,
             max_env_steps=args.max_env_steps,
+            chunk_steps=args.chunk_steps,
         )
     except (CheckpointError, ConfigError, CollectError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -13,6 +13,16 @@ row-major from `(C, H, W)`, without the components estimator stages always repla
 names its components, the ONNX model says so in its `metadata_props` (`obs_components`: JSON
 `[[name, size], ...]`; `image_shapes`: JSON `{name: [C, H, W]}`), as does the CLI's summary.
 
+A mutex config (`python -m strl_jax.export mutex.yaml`, `strl_jax.networks.mutex`) exports the
+whole switch as one graph (`mutex_onnx_model`): the selection read from the observation, every
+sub-policy's network, the command overrides, the smoothing of the selection and the weighted,
+rescaled combination. Its state travels as inputs and outputs: `selections_in/_out
+[k, batch, N]` (the last k selections; only when `action_smoothing_buffer_len` k > 1) and each
+sub-policy's memory `sub<i>_h_in/_out[, sub<i>_c_in/_out]`. Fixed commands are constants of the
+graph; where `cmd_vel_mapping` gives a `[low, high]` range, drawn per episode in strl_jax, the
+model takes `commands [batch, N]`: the caller draws sub-policy i's value uniformly from its range at
+each episode start and holds it (the other columns are ignored).
+
 `--format rsl_rl` instead writes `model_<iteration>.pt` in rsl_rl 5.x's layout and the `train_cfg`
 that builds the same network (`train_cfg.yaml`), so rsl_rl deployment code loads the policy with
 `OnPolicyRunner(env, train_cfg).load(path)` (`train_loops.torch_checkpoints`; needs torch).
@@ -37,6 +47,14 @@ from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
 from strl_jax.errors import CheckpointError, ConfigError, ExportError
 from strl_jax.inference import ActingPolicy, LoadedPolicy, load_policy, policy_observation_size
 from strl_jax.networks.encoded_inputs import raw_input_size
+from strl_jax.networks.mutex import (
+    MutexPolicy,
+    MutexRun,
+    MutexState,
+    draw_commands,
+    load_mutex_run,
+    set_column,
+)
 from strl_jax.onnx_graph import TensorSpec, function_to_onnx
 from strl_jax.train_loops.torch_checkpoints import rsl_rl_checkpoint, save_rsl_rl_checkpoint
 
@@ -200,6 +218,238 @@ def onnx_policy_model(cfg: Any, acting: ActingPolicy, layout: ObsLayout | None =
     )
 
 
+# ---------------------------------------------------------------------------- mutex policies
+SELECTIONS_NAMES = ("selections_in", "selections_out")
+COMMANDS_NAME = "commands"
+
+
+@dataclasses.dataclass(frozen=True)
+class MutexInterface:
+    """The exported switch's state as named tensors: which exist and their shapes at batch 1."""
+
+    smoothing: bool  # selections_in/_out carried (k > 1)
+    ranged: tuple[bool, ...]  # per sub-policy: its command is an input (drawn per episode)
+    fixed: Any  # [1, N] the commands that are constants of the graph
+    members: tuple[tuple[int, ...], ...]  # per group: its sub-policies
+    leaves: tuple[tuple[jax.ShapeDtypeStruct, ...], ...]  # per group: its memory leaves [k, L, 1, H]
+    trees: tuple[Any, ...]  # per group: the memory's tree structure
+    names_in: tuple[str, ...]  # per sub-policy memory leaf, sub-policies in order
+    names_out: tuple[str, ...]
+
+
+def leaf_names(index: int, count: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """`sub<i>_h_*` for a GRU's one leaf, `sub<i>_h_*, sub<i>_c_*` for an LSTM's two."""
+    bases = ("h", "c") if count == 2 else ("h",) if count == 1 else tuple(f"hidden{j}" for j in range(count))
+    return tuple(f"sub{index}_{b}_in" for b in bases), tuple(f"sub{index}_{b}_out" for b in bases)
+
+
+def mutex_interface(policy: MutexPolicy) -> MutexInterface:
+    spec = policy.spec
+    state = jax.eval_shape(lambda: policy.initial_hidden(1))
+    members = tuple(m for _, _, m in spec.groups)
+    flat = [jax.tree.flatten(h) for h in state.hidden]
+    names: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    for group, (leaves, _) in zip(members, flat, strict=True):
+        for m in group:
+            names[m] = leaf_names(m, len(leaves))
+    order = range(spec.num_policies)
+    return MutexInterface(
+        smoothing=spec.smoothing > 1,
+        ranged=tuple(isinstance(v, tuple) for v in spec.cmd_vel),
+        fixed=draw_commands(fixed_spec(spec), jax.random.PRNGKey(0), 1),
+        members=members,
+        leaves=tuple(tuple(leaves) for leaves, _ in flat),
+        trees=tuple(tree for _, tree in flat),
+        names_in=tuple(n for m in order for n in names[m][0]),
+        names_out=tuple(n for m in order for n in names[m][1]),
+    )
+
+
+def fixed_spec(spec: Any) -> Any:
+    """The spec with ranged commands set to 0 (their values come from the `commands` input)."""
+    cmd = tuple(0.0 if isinstance(v, tuple) else v for v in spec.cmd_vel)
+    return dataclasses.replace(spec, cmd_vel=cmd)
+
+
+def mutex_inputs(policy: MutexPolicy, io: MutexInterface) -> list[TensorSpec]:
+    n = policy.spec.num_policies
+    specs = [TensorSpec(INPUT_NAME, (BATCH, policy.observation_size))]
+    if io.smoothing:
+        specs.append(TensorSpec(SELECTIONS_NAMES[0], (policy.spec.smoothing, BATCH, n)))
+    if any(io.ranged):
+        specs.append(TensorSpec(COMMANDS_NAME, (BATCH, n)))
+    names = iter(io.names_in)
+    per_sub: dict[int, list[TensorSpec]] = {}
+    for group, leaves in zip(io.members, io.leaves, strict=True):
+        for m in group:
+            per_sub[m] = [
+                TensorSpec("", with_batch(jax.ShapeDtypeStruct(x.shape[1:], x.dtype), BATCH), x.dtype)
+                for x in leaves
+            ]
+    for m in range(n):
+        specs += [dataclasses.replace(t, name=next(names)) for t in per_sub.get(m, [])]
+    return specs
+
+
+def mutex_step(policy: MutexPolicy, io: MutexInterface) -> Callable:
+    """The switch's step on flat tensors, in the order of `mutex_inputs`:
+    `(obs[, selections][, commands], *memories) -> (actions[, selections'], *memories')`."""
+    spec = policy.spec
+    n = spec.num_policies
+    ranged = jnp.asarray(io.ranged)
+    fixed = jnp.asarray(io.fixed, jnp.float32)
+
+    def step(obs: jax.Array, *rest: jax.Array) -> tuple[jax.Array, ...]:
+        rest = list(rest)
+        batch = obs.shape[0]
+        selections = rest.pop(0) if io.smoothing else jnp.zeros((1, batch, n), jnp.float32)
+        commands = jnp.broadcast_to(fixed, (batch, n))
+        if any(io.ranged):
+            commands = jnp.where(ranged, rest.pop(0), commands)
+            if spec.jump_down_copies:  # the jump-down sub-policy runs at the jump-up one's command
+                commands = set_column(commands, n - 1, commands[:, spec.jump_obstacle_id])
+        per_sub: dict[int, list[jax.Array]] = {}
+        for group, leaves in zip(io.members, io.leaves, strict=True):
+            for m in group:
+                per_sub[m] = [None] * len(leaves)
+        for m in range(n):
+            per_sub[m] = [rest.pop(0) for _ in per_sub[m]]
+        hidden = tuple(
+            tree.unflatten([jnp.stack([per_sub[m][j] for m in group]) for j in range(len(leaves))])
+            for group, leaves, tree in zip(io.members, io.leaves, io.trees, strict=True)
+        )
+        state = MutexState(hidden=hidden, selections=selections, commands=commands, key=None)
+        action, _, state = policy.outputs(obs, state)
+        out = [action] + ([state.selections] if io.smoothing else [])
+        new_sub: dict[int, list[jax.Array]] = {}
+        for group, h in zip(io.members, state.hidden, strict=True):
+            leaves = jax.tree.leaves(h)
+            for j, m in enumerate(group):
+                new_sub[m] = [x[j] for x in leaves]
+        for m in range(n):
+            out += new_sub[m]
+        return tuple(out)
+
+    return step
+
+
+def mutex_layout(run: MutexRun) -> ObsLayout | None:
+    """The mutex observation's components: the env's policy group where it names them."""
+    components = run.env.components.get("policy")
+    if not components or sum(size for _, size in components) != run.policy.observation_size:
+        return None
+    return ObsLayout(tuple((str(name), int(size)) for name, size in components))
+
+
+def mutex_onnx_model(policy: MutexPolicy, layout: ObsLayout | None = None, task: str = "") -> Any:
+    """The whole switch as an ONNX `ModelProto` (opset 18): `(obs[, selections_in][, commands],
+    sub<i>_h_in...) -> (actions[, selections_out], sub<i>_h_out...)`, a deterministic step equal to
+    `MutexPolicy.step` on the same state. Metadata: `obs_components` (where known) and `mutex`
+    (JSON: class, sub-policy count, smoothing, commands, the inputs that carry state)."""
+    if layout is not None and layout.size != policy.observation_size:
+        raise ExportError(
+            f"the obs layout ({layout.describe()}) holds {layout.size} values, the mutex reads "
+            f"{policy.observation_size}"
+        )
+    io = mutex_interface(policy)
+    inputs = mutex_inputs(policy, io)
+    outputs = (OUTPUT_NAME, *(SELECTIONS_NAMES[1:] if io.smoothing else ()), *io.names_out)
+    spec = policy.spec
+    info = {
+        "num_sub_policies": spec.num_policies,
+        "smoothing": spec.smoothing,
+        "commands": [list(v) if isinstance(v, tuple) else v for v in spec.cmd_vel],
+        "command_input": COMMANDS_NAME if any(io.ranged) else None,
+        "state_inputs": [t.name for t in inputs[1:] if t.name != COMMANDS_NAME],
+    }
+    metadata = {**(layout.metadata() if layout is not None else {}), "mutex": json.dumps(info)}
+    doc = f"deterministic {task} mutex policy of {spec.num_policies} sub-policies: obs -> action"
+    if layout is not None:
+        doc += f"; obs = {layout.describe()}"
+    if any(io.ranged):
+        doc += f"; {COMMANDS_NAME}[:, i]: sub-policy i's command, drawn per episode from {info['commands']}"
+    return function_to_onnx(
+        mutex_step(policy, io),
+        inputs,
+        outputs,
+        opset=ONNX_OPSET,
+        ir_version=ONNX_IR_VERSION,
+        graph_name="strl_jax_mutex_policy",
+        doc_string=doc,
+        metadata=metadata,
+    )
+
+
+def export_mutex_jax(policy: MutexPolicy, platforms: tuple[str, ...] = ("cpu", "cuda")) -> bytes:
+    """`jax.export` artifact of the same flat step as the ONNX model (any batch size)."""
+    io = mutex_interface(policy)
+    (batch,) = jax.export.symbolic_shape(BATCH)
+    avals = [
+        jax.ShapeDtypeStruct(tuple(batch if d == BATCH else d for d in t.shape), t.dtype)
+        for t in mutex_inputs(policy, io)
+    ]
+    return bytes(jax.export.export(jax.jit(mutex_step(policy, io)), platforms=platforms)(*avals).serialize())
+
+
+def export_mutex(source: str | Path, out_dir: Path, onnx_model: bool = True) -> tuple[MutexRun, list[Path]]:
+    """Write `policy.jax_export` (and `policy.onnx`) of a mutex config; returns the run and paths."""
+    run = load_mutex_run(source)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [out_dir / "policy.jax_export"]
+    written[0].write_bytes(export_mutex_jax(run.policy))
+    if onnx_model:
+        model = mutex_onnx_model(run.policy, mutex_layout(run), run.cfg.env.task)
+        written.append(out_dir / "policy.onnx")
+        written[1].write_bytes(model.SerializeToString())
+    return run, written
+
+
+def describe_mutex(policy: MutexPolicy) -> str:
+    """`inputs -> outputs` of the exported switch."""
+    io = mutex_interface(policy)
+    specs = mutex_inputs(policy, io)
+    shape = lambda t: "[" + ", ".join(map(str, t.shape)) + "]"  # noqa: E731
+    inputs = ", ".join(f"{t.name} {shape(t)}" for t in specs)
+    outs = [f"{OUTPUT_NAME} [batch, {policy.action_size}]"]
+    outs += [f"{SELECTIONS_NAMES[1]} {shape(specs[1])}"] if io.smoothing else []
+    state = [t for t in specs if t.name in io.names_in]
+    outs += [f"{n} {shape(t)}" for n, t in zip(io.names_out, state, strict=True)]
+    return f"{inputs} -> {', '.join(outs)}"
+
+
+def is_mutex_config(path: str) -> bool:
+    return Path(path).suffix in (".yaml", ".yml") and Path(path).is_file()
+
+
+def main_mutex(args: argparse.Namespace) -> int:
+    """The CLI for a mutex config."""
+    if args.format != "onnx":
+        print(f"error: a mutex policy exports as onnx only (--format {args.format})", file=sys.stderr)
+        return 2
+    if args.checkpoint is not None:
+        print(
+            "error: --checkpoint names one run's step; a mutex config names its sub-policies' in "
+            "policy.checkpoints",
+            file=sys.stderr,
+        )
+        return 2
+    out = Path(args.out) if args.out else Path(args.log_dir).with_name(f"{Path(args.log_dir).stem}_exported")
+    try:
+        run, written = export_mutex(args.log_dir, out, onnx_model=not args.no_onnx)
+    except (CheckpointError, ConfigError, ExportError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except ImportError as err:
+        print(f"error: {err.name} is needed for export: pip install 'strl_jax[export]'", file=sys.stderr)
+        return 2
+    layout = mutex_layout(run)
+    described = f"; obs = {layout.describe()}" if layout is not None else ""
+    print(f"mutex of {run.policy.spec.num_policies} sub-policies: {describe_mutex(run.policy)}{described}")
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
 # ---------------------------------------------------------------------------- CLI
 def export_run(loaded: LoadedPolicy, out_dir: Path, onnx_model: bool = True) -> list[Path]:
     """Write `policy.jax_export` (and `policy.onnx`) for a loaded checkpoint; returns the paths."""
@@ -239,9 +489,14 @@ def main(argv: list[str] | None = None) -> int:
         description="Export a run's deterministic policy (normaliser inside) as ONNX and jax.export, "
         "or as an rsl_rl checkpoint (--format rsl_rl).",
     )
-    parser.add_argument("log_dir", help="run folder (or checkpoints folder, or one checkpoint step folder)")
+    parser.add_argument(
+        "log_dir",
+        help="run folder (or checkpoints folder, or one checkpoint step folder); or a mutex YAML config",
+    )
     parser.add_argument("--checkpoint", type=int, metavar="N", help="checkpoint step (default: newest)")
-    parser.add_argument("--out", metavar="DIR", help="output folder (default: <log_dir>/exported)")
+    parser.add_argument(
+        "--out", metavar="DIR", help="output folder (default: <log_dir>/exported; <config>_exported)"
+    )
     parser.add_argument("--no-onnx", action="store_true", help="only the jax.export artifact")
     parser.add_argument(
         "--format",
@@ -251,6 +506,8 @@ def main(argv: list[str] | None = None) -> int:
         "rsl_rl's OnPolicyRunner.load, with its train_cfg.yaml",
     )
     args = parser.parse_args(argv)
+    if is_mutex_config(args.log_dir):
+        return main_mutex(args)
     try:
         loaded = load_policy(args.log_dir, args.checkpoint)
         out = Path(args.out) if args.out else Path(args.log_dir) / "exported"

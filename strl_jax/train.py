@@ -30,6 +30,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--task", help=f"Brax task (preset if one exists; default {DEFAULT_TASK})")
     parser.add_argument("--num_envs", type=int, help="number of parallel environments (env.num_envs)")
     parser.add_argument("--seed", type=int, help="random seed")
+    parser.add_argument(
+        "--num_seeds",
+        type=int,
+        metavar="K",
+        help="train K runs (seeds seed .. seed+K-1) in one compiled program, each in its own subfolder "
+        "(runner.num_seeds); with sweep.<section>.<field>=[v1, v2, ...] overrides, K runs per value",
+    )
     parser.add_argument("--max_iterations", type=int, help="training iterations (runner.max_iterations)")
     parser.add_argument(
         "--more_iterations",
@@ -91,6 +98,7 @@ def overrides_from_flags(args: argparse.Namespace) -> list[str]:
     flags = {
         "env.num_envs": args.num_envs,
         "seed": args.seed,
+        "runner.num_seeds": args.num_seeds,
         "runner.max_iterations": args.max_iterations,
         "runner.log_dir": args.log_dir,
         "runner.init_at_random_ep_len": args.init_at_random_ep_len,

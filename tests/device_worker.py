@@ -73,7 +73,7 @@ def main() -> int:
                 (ts.params, ts.opt_state, ts.normalizers, ts.learning_rate)
             ),
             "params": digest(ts.params),
-            "iteration": int(np.asarray(ts.iteration.addressable_data(0))),
+            "iteration": int(np.max(np.asarray(ts.iteration.addressable_data(0)))),  # a population: [K]
         }
         print(json.dumps(out), flush=True)
     return 0

@@ -125,7 +125,7 @@ def test_config_round_trips_through_a_mapping():
         (["algorithm.optimizer=rmsprop"], "valid choices: ['adam', 'adamw', 'sgd']"),
         (["policy.activation=swoosh"], "unknown policy.activation"),
         (["env.backend=physx"], "valid backends"),
-        (["nonsense=1"], "valid keys: ['algorithm', 'env', 'policy', 'runner', 'seed']"),
+        (["nonsense=1"], "valid keys: ['algorithm', 'env', 'policy', 'runner', 'seed', 'sweep']"),
         (["env.num_envs=10", "runner.num_steps_per_env=3", "algorithm.num_mini_batches=4"], "must divide"),
         (["no_equals_sign"], "key.sub=value"),
     ],

@@ -112,6 +112,16 @@ def test_recurrent_four_devices_match_one_device(tmp_path):
     assert_same_metrics(metric_rows(tmp_path / "devices_1"), metric_rows(tmp_path / "devices_4"))
 
 
+def test_population_on_four_devices_matches_its_single_run(one_and_four, tmp_path):
+    """`runner.num_seeds` composes with the env mesh: member seed 1 of a population sharded over 4
+    devices is the one-device single run of seed 1."""
+    (four,) = run_worker(tmp_path, 4, *TINY, "runner.num_seeds=2", counts="4")
+    assert four["mesh_devices"] == 4 and four["replicas_identical"] and four["iteration"] == 4
+    member = metric_rows(tmp_path / "devices_4" / "m00_seed1")
+    assert_same_metrics(metric_rows(one_and_four / "devices_1"), member, tol=1e-4)
+    assert metric_rows(tmp_path / "devices_4" / "m01_seed2") != member
+
+
 def test_two_processes_train_checkpoint_and_resume(one_and_four, tmp_path):
     """2 processes x 2 devices: 2 iterations, checkpoint, stop; resume to 4. Every device of both
     processes holds the same params, only process 0 writes metrics, and the numbers are those of

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import yaml
+from flax import struct
 
 from strl_jax.configs.loader import config_to_dict, resolve_config
 from strl_jax.envs.tasks import make_env_from_config
@@ -325,3 +327,278 @@ def test_base_mutex_runs_the_first_sub_policy(subs):
     action, _ = jax.jit(policy.step)(obs, policy.initial_hidden(2))
     ref, _ = standalone(subs[0], own_input(obs, SCALES[0]), {})
     np.testing.assert_allclose(action, ref * SCALES[0] / ENV_SCALE, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------- export
+@pytest.fixture(scope="module")
+def switch_onnx(subs):
+    """A 3-sub-policy switch (a vmapped pair and a GRU) with smoothing, a fixed and a drawn
+    command, as ONNX, and an onnxruntime session of it."""
+    ort = pytest.importorskip("onnxruntime")
+    from strl_jax.export import mutex_onnx_model
+
+    policy = field(
+        subs,
+        action_smoothing_buffer_len=3,
+        reset_non_selected="all",
+        cmd_vel_mapping={1: 0.7, 2: [0.2, 0.4]},
+        cmd_scales=(1.0, 2.0, 3.0),
+    )
+    model = mutex_onnx_model(policy, None, "inverted_pendulum")
+    return policy, model, ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def test_onnx_switch_interface(switch_onnx):
+    policy, model, session = switch_onnx
+    assert [i.name for i in session.get_inputs()] == ["obs", "selections_in", "commands", "sub2_h_in"]
+    assert [o.name for o in session.get_outputs()] == ["actions", "selections_out", "sub2_h_out"]
+    meta = json.loads({p.key: p.value for p in model.metadata_props}["mutex"])
+    assert meta["commands"] == [None, 0.7, [0.2, 0.4]] and meta["smoothing"] == 3
+
+
+def test_onnx_switch_equals_the_jax_step_over_steps(switch_onnx):
+    """Same actions and carried state as `MutexPolicy.step` while the selection moves between
+    sub-policies (smoothing, the GRU's memory and its restarts included)."""
+    policy, _, session = switch_onnx
+    state = policy.initial_hidden(4)
+    feed_sel = np.asarray(state.selections)
+    h = np.asarray(state.hidden[1][0])
+    step = jax.jit(policy.step)
+    for t, choice in enumerate([[0, 1, 2, -1], [2, 2, 1, 0], [2, 0, 2, 1], [1, 0, 2, 2], [0, 0, 0, 2]]):
+        obs = observations(choice, key=10 + t)
+        action, state = step(obs, state)
+        out = session.run(
+            None,
+            {
+                "obs": np.asarray(obs),
+                "selections_in": feed_sel,
+                "commands": np.asarray(state.commands),
+                "sub2_h_in": h,
+            },
+        )
+        np.testing.assert_allclose(out[0], action, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(out[1], state.selections, atol=1e-6)
+        np.testing.assert_allclose(out[2], state.hidden[1][0], rtol=1e-5, atol=1e-5)
+        feed_sel, h = out[1], out[2]
+
+
+# ---------------------------------------------------------------------------- skill selection
+SEGMENT = 3
+SWITCH_EPISODE = 12
+
+
+@struct.dataclass
+class CommandState:
+    obs: jax.Array
+    reward: jax.Array
+    done: jax.Array
+    metrics: dict
+    info: dict
+
+
+class CommandEnv:
+    """A joystick-like env: the command in `info`, resampled every step, shown in the observation."""
+
+    action_size = 1
+    dt = 0.02
+
+    def observe(self, info: dict) -> jax.Array:
+        return jnp.concatenate([info["pos"][None], info["command"]])
+
+    def reset(self, key):
+        info = {"pos": jnp.zeros(()), "command": jax.random.uniform(key, (3,)), "steps_until_next_cmd": 1}
+        return CommandState(self.observe(info), jnp.zeros(()), jnp.zeros(()), {}, info)
+
+    def step(self, state, action):
+        info = {**state.info, "pos": state.info["pos"] + action[0], "command": state.info["command"] + 1.0}
+        return state.replace(obs=self.observe(info), reward=info["command"][0], info=info)
+
+
+def expected_block(steps: np.ndarray, n: int, offset: int = 1) -> np.ndarray:
+    block = np.zeros((len(steps), offset + n), np.float32)
+    block[np.arange(len(steps)), offset + (steps // SEGMENT) % n] = 1.0
+    return block
+
+
+def command_env(num_envs: int, episode_length: int):
+    from strl_jax.envs.vec_env import VecEnv
+
+    return VecEnv(
+        env=CommandEnv(),
+        num_envs=num_envs,
+        episode_length=episode_length,
+        observe=lambda s: {"policy": s.obs, "critic": s.obs},
+        components={"policy": (("x", 1), ("command", 3))},
+    )
+
+
+def test_skill_selection_block_follows_the_schedule_and_restarts_with_episodes():
+    from strl_jax.envs.skill_selection import SkillSchedule, with_skill_selection
+
+    env = with_skill_selection(command_env(2, 5), SkillSchedule(num_skills=3, segment_steps=SEGMENT))
+    assert env.components["policy"][-1] == ("engaging_block", 4)
+    assert env.observation_shapes() == {"policy": (8,), "critic": (4,)}
+    state, obs = env.reset(jax.random.PRNGKey(0))
+    step = jax.jit(env.step)
+    blocks, counts = [obs["policy"][:, 4:]], [state.step_count]
+    for _ in range(7):
+        state, res = step(state, jnp.zeros((2, 1)))
+        blocks.append(res.obs["policy"][:, 4:])
+        counts.append(state.step_count)
+        assert res.obs["critic"].shape == (2, 4)
+        np.testing.assert_allclose(
+            res.final_obs["policy"][:, 4:], expected_block(np.asarray(counts[-2]) + 1, 3)
+        )
+    assert [int(c[0]) for c in counts] == [0, 1, 2, 3, 4, 0, 1, 2]  # episodes of 5 steps
+    for block, count in zip(blocks, counts, strict=True):
+        np.testing.assert_array_equal(block, expected_block(np.asarray(count), 3))
+
+
+def test_skill_selection_holds_each_skills_command():
+    from strl_jax.envs.skill_selection import SkillSchedule, with_skill_selection
+
+    base = command_env(2, 20)
+    commands = ((0.75, 0.0, 0.0), (0.0, 0.0, 1.0))
+    env = with_skill_selection(base, SkillSchedule(num_skills=2, segment_steps=SEGMENT, commands=commands))
+    state, obs = env.reset(jax.random.PRNGKey(1))
+    for t in range(1, 8):
+        state, res = env.step(state, jnp.ones((2, 1)))
+        k = (t // SEGMENT) % 2
+        np.testing.assert_allclose(res.obs["policy"][:, 1:4], np.tile(commands[k], (2, 1)))
+        np.testing.assert_allclose(res.obs["policy"][:, 4:], expected_block(np.full(2, t), 2))
+        np.testing.assert_allclose(res.obs["policy"][:, 0], float(t))  # the env's own state runs on
+        # the reward of a step is computed with the command held when it started
+        np.testing.assert_allclose(res.reward, commands[((t - 1) // SEGMENT) % 2][0] + 1.0)
+    with pytest.raises(ConfigError, match="info\\['command'\\]"):
+        cfg = resolve_config("inverted_pendulum", overrides=tiny(NAMED))
+        with_skill_selection(
+            make_env_from_config(cfg.env, num_envs=1),
+            SkillSchedule(num_skills=2, segment_steps=SEGMENT, commands=commands),
+        )
+
+
+@pytest.fixture(scope="module")
+def switch_yaml(runs, tmp_path_factory):
+    """A mutex config over the walk and GRU runs whose selection a schedule sets."""
+    path = tmp_path_factory.mktemp("switch") / "switch.yaml"
+    named = {"x": [0], "last_action": [1], "command": [2], "v": [3]}
+    policy = {
+        "class_name": "ActorCriticFieldMutex",
+        "sub_policy_paths": [runs["walk"], runs["rnn"]],
+        "reset_non_selected": "none",
+        "cmd_vel_mapping": {1: 0.05},
+    }
+    env = {"obs_groups": {"policy": named}, "episode_length": SWITCH_EPISODE}
+    path.write_text(
+        yaml.safe_dump({"policy": policy, "env": env, "skill_selection": {"segment_steps": SEGMENT}})
+    )
+    return path
+
+
+def replay(policy, obs: np.ndarray):
+    """The switch's actions and per-step outputs over one episode's stored observations."""
+    state = policy.initial_hidden(1)
+    outputs = jax.jit(policy.outputs)
+    actions, infos = [], []
+    for x in obs:
+        action, info, state = outputs(jnp.asarray(x[None]), state)
+        actions.append(np.asarray(action[0]))
+        infos.append(jax.device_get(info))
+    return np.stack(actions), infos
+
+
+def test_collect_records_the_switchs_actions(switch_yaml, tmp_path):
+    from strl_jax.collect import main as collect_main
+    from strl_jax.networks.mutex import load_mutex_run
+
+    out = tmp_path / "demo"
+    argv = [
+        str(switch_yaml),
+        "--out",
+        str(out),
+        "--num_envs",
+        "2",
+        "--amp_obs_components",
+        "joint_pos,joint_vel",
+    ]
+    assert collect_main([*argv, "--min_timesteps", "10", "--min_episodes", "2"]) == 0
+    run = load_mutex_run(switch_yaml)
+    files = sorted(out.glob("traj_*.npz"))
+    assert len(files) >= 2
+    scale = np.asarray(run.policy.spec.sub_scales) / ENV_SCALE
+    for path in files:
+        traj = dict(np.load(path))
+        steps = np.arange(len(traj["obs"]))
+        np.testing.assert_array_equal(traj["obs"][:, 4:], expected_block(steps, 2))
+        actions, infos = replay(run.policy, traj["obs"])
+        np.testing.assert_allclose(traj["actions"], actions, rtol=1e-5, atol=1e-6)
+        chosen = (steps // SEGMENT) % 2
+        selected = np.stack(
+            [info["sub_actions"][c, 0] * scale[c] for info, c in zip(infos, chosen, strict=True)]
+        )
+        np.testing.assert_allclose(traj["actions"], selected, rtol=1e-5, atol=1e-6)
+    assert collect_main([*argv, "--min_timesteps", "20", "--sample_actions"]) == 2
+
+
+def test_export_cli_writes_the_whole_switch(switch_yaml, tmp_path, capsys):
+    ort = pytest.importorskip("onnxruntime")
+    from strl_jax.export import load_jax_policy
+    from strl_jax.export import main as export_main
+    from strl_jax.networks.mutex import load_mutex_run
+
+    out = tmp_path / "exported"
+    assert export_main([str(switch_yaml), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "obs [batch, 7], sub1_h_in [1, batch, 8] -> actions [batch, 1], sub1_h_out" in printed
+    assert "engaging_block[4:7]" in printed
+    session = ort.InferenceSession(str(out / "policy.onnx"), providers=["CPUExecutionProvider"])
+    meta = session.get_modelmeta().custom_metadata_map
+    assert json.loads(meta["obs_components"])[-1] == ["engaging_block", 3]
+    call = load_jax_policy((out / "policy.jax_export").read_bytes())
+    policy = load_mutex_run(switch_yaml).policy
+    obs = np.asarray(observations([0, 1, 1, 0, -1, 1], key=3, n_select=3)[:, :7])
+    expected, _ = replay(policy, obs)
+    h = np.zeros((1, 1, 8), np.float32)
+    for t, x in enumerate(obs):
+        action, h_next = session.run(None, {"obs": x[None], "sub1_h_in": h})
+        np.testing.assert_allclose(action[0], expected[t], rtol=1e-5, atol=1e-5)
+        jax_action, _ = call(x[None], h)
+        np.testing.assert_allclose(jax_action[0], expected[t], rtol=1e-5, atol=1e-5)
+        h = h_next
+    assert export_main([str(switch_yaml), "--format", "rsl_rl"]) == 2
+    assert "onnx only" in capsys.readouterr().err
+
+
+def test_onnx_of_the_base_and_climb_mutexes(subs):
+    """No selection input (base) and the jump split by direction (climb) have ONNX forms too."""
+    ort = pytest.importorskip("onnxruntime")
+    from strl_jax.export import mutex_onnx_model
+
+    base = mutex_policy(
+        MutexConfig(class_name="ActorCriticMutex", sub_policy_paths=("a", "b"), sub_action_scales=SCALES[:2]),
+        subs[:2],
+        layout(5)[:-1],
+    )
+    cfg = MutexConfig(
+        class_name="ActorCriticClimbMutex",
+        sub_policy_paths=("a", "b", "c"),
+        jump_down_policy_path="d",
+        jump_obstacle_id=1,
+        env_action_scale=ENV_SCALE,
+        sub_action_scales=SCALES,
+        cmd_vel_mapping={1: [0.2, 0.4]},
+    )
+    climb = mutex_policy(cfg, subs, layout(5))
+    for policy, obs in ((base, observations([1, 0])[:, :4]), (climb, observations([1, 1, 0], flag=-1.0))):
+        model = mutex_onnx_model(policy)
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        state = policy.initial_hidden(obs.shape[0])
+        action, _ = policy.step(obs, state)
+        feed = {"obs": np.asarray(obs)}
+        names = [i.name for i in session.get_inputs()]
+        if "commands" in names:
+            feed["commands"] = np.asarray(state.commands)
+        for i in session.get_inputs():
+            if i.name.endswith("_h_in"):
+                feed[i.name] = np.zeros([obs.shape[0] if d == "batch" else d for d in i.shape], np.float32)
+        np.testing.assert_allclose(session.run(None, feed)[0], action, rtol=1e-5, atol=1e-5)

@@ -336,3 +336,16 @@ def test_bptt_update_matches_rsl_rl_loop(epochs, gradient_length, loss_type):
             # torch clips with max_norm / (norm + 1e-6), optax with max_norm / norm: ~1e-7 apart.
             np.testing.assert_allclose(got[k], expected[k], rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(losses, expected_losses, rtol=1e-5)
+
+
+def test_real_distillation_gradient_is_torch_norms_where_mean_equals_label():
+    """`||mu - a||` has torch.norm's zero gradient on a sample whose mean equals its label (a
+    plain sqrt gives NaN there and poisons the whole update)."""
+    mean = np.asarray([[0.0, 0.0], [1.0, 2.0], [-0.5, 0.25]], np.float32)
+    labels = np.asarray([[0.0, 0.0], [0.0, 0.0], [0.5, 0.5]], np.float32)
+    ours = jax.grad(lambda m: distillation_loss("real", m, jnp.ones_like(m), jnp.asarray(labels)))(
+        jnp.asarray(mean)
+    )
+    tm = torch.tensor(mean, requires_grad=True)
+    torch.norm(tm - torch.tensor(labels), dim=-1).mean().backward()
+    np.testing.assert_allclose(np.asarray(ours), tm.grad.numpy(), atol=1e-7)

@@ -47,6 +47,13 @@ def _binary_cross_entropy(p: jax.Array, target: jax.Array) -> jax.Array:
     return -(target * log_p + (1.0 - target) * log_1mp)
 
 
+def safe_norm(x: jax.Array) -> jax.Array:
+    """`||x||_2` over the last axis with torch.norm's gradient at 0 (zero, where sqrt's is NaN)."""
+    squared = jnp.sum(jnp.square(x), axis=-1)
+    positive = squared > 0
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, squared, 1.0)), 0.0)
+
+
 def distillation_loss(target: str, mean: jax.Array, std: jax.Array, labels: jax.Array) -> jax.Array:
     """st_rl's action distillation loss: the mean over samples of a per-sample distance.
 
@@ -56,7 +63,7 @@ def distillation_loss(target: str, mean: jax.Array, std: jax.Array, labels: jax.
     """
     diff = mean - labels
     if target == "real":
-        per_sample = jnp.sqrt(jnp.sum(jnp.square(diff), axis=-1))
+        per_sample = safe_norm(diff)
     elif target == "mse_sum":
         per_sample = jnp.sum(jnp.square(diff), axis=-1)
     elif target == "l1":

@@ -11,6 +11,14 @@
   `obs [T, ...]`, `actions [T, a]`, `rewards [T]`, `dones [T]` (1 at the episode's last step) and
   `timeouts [T]` (1 where the episode ended at the time limit rather than by termination).
 
+A **DAgger dataset** (written by `python -m strl_jax.dagger`, `writer: strl_jax.dagger` in its
+metadata) has the same layout without AMP frames (it is not a motion source): per trajectory the
+per-step arrays above, where `obs` is the student's observation and `actions` what was executed,
+plus `teacher_actions [T, a]` (the teacher's deterministic action, the label of every step),
+`teacher_acted [T]` (1 where the teacher's action was executed), `student_iteration [T]` (the
+checkpoint step of the student that acted) and `teacher_obs [T, ...]` (the teacher's observation,
+when it reads another group than the student).
+
 The dataset's weight is shared among its trajectories in proportion to their durations, so every
 moment of the dataset is equally likely and the dataset as a whole weighs `weight`.
 
@@ -275,9 +283,10 @@ def write_json_atomic(path: Path, data: dict) -> None:
 
 
 def write_trajectory(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """One trajectory `.npz` (must hold `amp_obs`), written atomically."""
-    if "amp_obs" not in arrays:
-        raise ValueError("a trajectory needs its amp_obs frames")
+    """One trajectory `.npz` (must hold `amp_obs`, or `rewards` in a DAgger dataset), written
+    atomically."""
+    if "amp_obs" not in arrays and "rewards" not in arrays:
+        raise ValueError("a trajectory needs its amp_obs frames or its per-step rewards")
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("wb") as f:
         np.savez_compressed(f, **arrays)

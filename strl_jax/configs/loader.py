@@ -16,9 +16,11 @@ from typing import Any
 
 import yaml
 
-from strl_jax.agents.algorithms import ALGORITHMS, algorithm_spec, check_algorithm_config
+from strl_jax.agents.algorithms import ALGORITHMS, active_parts, algorithm_spec, check_algorithm_config
+from strl_jax.buffers.rollout_dataset import pretrain_settings
 from strl_jax.configs.rsl_rl_config import from_rsl_rl_config, is_rsl_rl_config
 from strl_jax.configs.schema import TrainConfig
+from strl_jax.configs.sweep import normalize_sweep, sweep_settings
 from strl_jax.envs.brax_env import available_backends
 from strl_jax.envs.tasks import task_family
 from strl_jax.errors import ConfigError
@@ -215,6 +217,8 @@ def _build(cls: type, data: dict, where: str) -> Any:
 
 def config_from_dict(data: dict) -> TrainConfig:
     """Validate a nested mapping into a `TrainConfig`."""
+    if data.get("sweep"):
+        data = {**data, "sweep": normalize_sweep(data["sweep"])}
     return _build(TrainConfig, data, "")
 
 
@@ -271,6 +275,32 @@ def check_deterministic_policy(cfg: TrainConfig) -> None:
         )
 
 
+def check_pretraining(cfg: TrainConfig) -> None:
+    """`runner.pretrain_iterations` (st_rl's TwoStageRunner): PPO on a feed-forward policy, whose
+    rollouts a dataset of observations, actions, rewards and dones can stand in for."""
+    runner = cfg.runner
+    if runner.pretrain_iterations < 0:
+        raise ConfigError(f"runner.pretrain_iterations must be at least 0, got {runner.pretrain_iterations}")
+    if runner.pretrain_iterations == 0:
+        return
+    pretrain_settings(runner.pretrain_dataset)
+    parts = active_parts(cfg)
+    if algorithm_spec(cfg.algorithm.class_name).update != "ppo" or parts:
+        plain = [n for n, s in ALGORITHMS.items() if s.update == "ppo" and not s.parts]
+        raise ConfigError(
+            f"runner.pretrain_iterations learns from dataset transitions, which hold none of the data of "
+            f"algorithm.class_name {cfg.algorithm.class_name}'s parts {list(parts)}; it applies to {plain} "
+            "without rnd_cfg / symmetry_cfg"
+        )
+    if policy_class(cfg.policy.class_name).recurrent:
+        raise ConfigError(
+            f"runner.pretrain_iterations needs a feed-forward policy (dataset trajectories carry no "
+            f"memories); policy.class_name {cfg.policy.class_name} is recurrent"
+        )
+    if runner.num_seeds > 1 or cfg.sweep:
+        raise ConfigError("runner.pretrain_iterations trains one run; drop runner.num_seeds / sweep")
+
+
 def validate_config(cfg: TrainConfig) -> None:
     """Checks that need more than types: choices and divisibility."""
     task_family(cfg.env.task)  # a ConfigError listing the Brax and Playground tasks
@@ -284,6 +314,7 @@ def validate_config(cfg: TrainConfig) -> None:
         "algorithm.timeout_bootstrap": (cfg.algorithm.timeout_bootstrap, ["final_obs", "rsl_rl"]),
         "policy.noise_std_type": (cfg.policy.noise_std_type, ["scalar", "log"]),
         "runner.logger": (cfg.runner.logger, ["tensorboard", "wandb", "neptune"]),
+        "runner.sweep_mode": (cfg.runner.sweep_mode, ["grid", "zip"]),
     }
     for key, (value, valid) in choices.items():
         if value not in valid:
@@ -293,6 +324,8 @@ def validate_config(cfg: TrainConfig) -> None:
     check_policy_stages(cfg.policy)  # class name, estimator / adaptor settings
     check_encoder_settings(cfg.policy)
     check_deterministic_policy(cfg)
+    sweep_settings(cfg)  # swept fields exist, are numbers, and have lists of values
+    check_pretraining(cfg)
     check_algorithm_config(cfg)  # the checks of the algorithm's parts (teacher, discriminator, ...)
     if cfg.policy.activation.lower() not in ACTIVATIONS:
         raise ConfigError(
@@ -309,6 +342,7 @@ def validate_config(cfg: TrainConfig) -> None:
         "runner.num_eval_envs": cfg.runner.num_eval_envs,
         "algorithm.num_learning_epochs": cfg.algorithm.num_learning_epochs,
         "algorithm.num_mini_batches": cfg.algorithm.num_mini_batches,
+        "runner.num_seeds": cfg.runner.num_seeds,
     }
     for key, value in positive.items():
         if value < 1:

@@ -233,6 +233,17 @@ class RunnerConfig:
     # {"params": ..., "normalizers": ...} of numpy arrays; `current` holds this run's fresh ones
     ckpt_manipulator: str = ""
     ckpt_manipulator_kwargs: dict = field(default_factory=dict)  # extra keyword arguments for it
+    # independent runs trained together in one compiled program (seeds seed, seed + 1, ...), times
+    # the grid of `sweep` values (`strl_jax.train_loops.population`)
+    num_seeds: int = 1
+    # st_rl's TwoStageRunner: the first `pretrain_iterations` iterations learn from the transitions
+    # of a demonstration dataset (`pretrain_dataset`: data_dir, dataset_loops,
+    # random_shuffle_traj_order) instead of stepping the env (`buffers.rollout_dataset`)
+    pretrain_iterations: int = 0
+    pretrain_dataset: dict = field(default_factory=dict)
+    # how `sweep` lists combine: `grid` (every combination) or `zip` (the i-th value of every list
+    # together, e.g. a batch of Optuna trials; the lists must have one length)
+    sweep_mode: str = "grid"
 
 
 @dataclass(frozen=True)
@@ -244,3 +255,6 @@ class TrainConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
+    # values of numeric algorithm/policy fields to train side by side in one program, e.g.
+    # {algorithm.learning_rate: [1e-3, 3e-4]}: one member per combination and seed
+    sweep: dict = field(default_factory=dict)

@@ -22,6 +22,10 @@ Per step (st_rl `ActorCriticFieldMutex.act_inference`):
 
 Where st_rl rewrites one shared observation by the selected sub-policy, each sub-policy here gets its
 own rewritten copy: identical for the selected one, and in the others' own units for the rest.
+
+The step is written without scatters so that `strl_jax.export` can write the whole switch as ONNX.
+`MutexActor` gives it an `Actor`'s acting interface (collection); a config's `skill_selection`
+section sets the selection component from a schedule (`strl_jax.envs.skill_selection`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from flax import struct
 
 from strl_jax.configs.loader import config_from_dict, config_to_dict, deep_merge
 from strl_jax.envs.playground_components import playground_default_config
+from strl_jax.envs.skill_selection import skill_schedule, with_skill_selection
 from strl_jax.envs.tasks import make_env_from_config, task_family
 from strl_jax.errors import ConfigError
 from strl_jax.inference import acting_policy, action_size, load_policy
@@ -353,18 +358,24 @@ def build_spec(cfg: MutexConfig, subs: Sequence[SubPolicy], layout: Layout) -> M
     )
 
 
+def set_column(x: jax.Array, j: int, column: jax.Array) -> jax.Array:
+    """`x` with column `j` replaced (a concatenation, not a scatter: the ONNX export has no scatter)."""
+    return jnp.concatenate([x[:, :j], column[:, None].astype(x.dtype), x[:, j + 1 :]], axis=-1)
+
+
 def policy_selection(spec: MutexSpec, obs: jax.Array) -> jax.Array:
     """`[B, N]` bool: which sub-policy each env runs (st_rl `get_policy_selection`)."""
     start, size = spec.selection
     block = obs[:, start : start + size]
     width = spec.num_policies - int(spec.climb)
     onehot = block[:, spec.selection_offset : spec.selection_offset + width] != 0
-    onehot = onehot.at[:, 0].set(onehot[:, 0] | ~onehot.any(axis=-1))
+    none = jnp.sum(onehot.astype(jnp.float32), axis=-1) == 0
+    onehot = set_column(onehot, 0, onehot[:, 0] | none)
     if not spec.climb:
         return onehot
     jump_up = block[:, -1] > 0
     jump = onehot[:, spec.jump_obstacle_id]
-    onehot = onehot.at[:, spec.jump_obstacle_id].set(jump & jump_up)
+    onehot = set_column(onehot, spec.jump_obstacle_id, jump & jump_up)
     return jnp.concatenate([onehot, (jump & ~jump_up)[:, None]], axis=-1)
 
 
@@ -375,14 +386,19 @@ def push_selection(selections: jax.Array, selection: jax.Array) -> jax.Array:
 
 def sub_observation(spec: MutexSpec, obs: jax.Array, commands: jax.Array, i: int) -> jax.Array:
     """Sub-policy `i`'s input: its components, the previous action in its own scale and, where
-    `cmd_vel_mapping` names it, its forward command (`commands[:, i]` times its command scale)."""
+    `cmd_vel_mapping` names it, its forward command (`commands[:, i]` times its command scale).
+    Written with constant masks and factors, not scatters, so the ONNX export can express it."""
     x = take_static(obs, spec.inputs[i])
     if spec.last_action[i] is not None:
         start, size = spec.last_action[i]
-        ratio = jnp.asarray(spec.env_action_scale) / jnp.asarray(spec.sub_scales[i])
-        x = x.at[:, start : start + size].multiply(ratio)
+        ratio = np.asarray(spec.env_action_scale, np.float32) / np.asarray(spec.sub_scales[i], np.float32)
+        factors = np.ones(x.shape[-1], np.float32)
+        factors[start : start + size] = np.broadcast_to(ratio, (size,))
+        x = x * factors
     if spec.cmd_vel[i] is not None:
-        x = x.at[:, spec.command[i]].set(commands[:, i] * spec.cmd_scales[i])
+        mask = np.zeros(x.shape[-1], bool)
+        mask[spec.command[i]] = True
+        x = jnp.where(mask, commands[:, i : i + 1] * spec.cmd_scales[i], x)
     return x
 
 
@@ -419,7 +435,7 @@ def non_selected_resets(spec: MutexSpec, selections: jax.Array, selection: jax.A
         return selections.sum(axis=0) == 0
     if spec.reset_mode == "when_skill":
         others = ~selection & ~selection[:, :1]
-        return others.at[:, 0].set(False)
+        return set_column(others, 0, jnp.zeros_like(others[:, 0]))
     return jnp.zeros_like(selection)
 
 
@@ -492,7 +508,8 @@ class MutexPolicy:
         if spec.selection[1]:
             selection = policy_selection(spec, obs)
         else:  # plain ActorCriticMutex: st_rl leaves selecting to subclasses; sub-policy 0 acts
-            selection = jnp.zeros((obs.shape[0], spec.num_policies), bool).at[:, 0].set(True)
+            first = jnp.ones((obs.shape[0], 1), bool)
+            selection = jnp.concatenate([first, jnp.zeros((obs.shape[0], spec.num_policies - 1), bool)], -1)
         selections = push_selection(state.selections, selection)
         weights = selections.mean(axis=0)
         xs = [sub_observation(spec, obs, state.commands, i) for i in range(spec.num_policies)]
@@ -511,6 +528,27 @@ class MutexPolicy:
         fresh = draw_commands(self.spec, draw, done.shape[0])
         commands = jnp.where(done[:, None], fresh, state.commands)
         return state.replace(hidden=hidden, commands=commands, key=key)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class MutexActor:
+    """A mutex policy in an `Actor`'s acting interface (`act`, `reset_hidden`, `initial_hidden`),
+    so rollouts written for a run's actor (collection) run the switch: it reads the `policy`
+    group, always acts deterministically and carries its own state as the hidden state."""
+
+    policy: MutexPolicy
+    obs_group: str = "policy"
+
+    def initial_hidden(self, batch: int) -> MutexState:
+        return self.policy.initial_hidden(batch)
+
+    def reset_hidden(self, state: MutexState, done: jax.Array) -> MutexState:
+        return self.policy.reset(state, done)
+
+    def act(self, params: Any, normalizers: Any, obs: dict, state: MutexState, keys: Any = None):
+        """`(action, state')`; `params`/`normalizers` are unused (the switch holds its own)."""
+        del params, normalizers, keys
+        return self.policy.step(obs[self.obs_group], state)
 
 
 def stack_groups(spec: MutexSpec, subs: Sequence[SubPolicy]) -> tuple:
@@ -582,7 +620,12 @@ class MutexRun:
 
 def load_mutex_run(source: Mapping[str, Any] | str | Path) -> MutexRun:
     """A mutex config's policy and executing env: the first sub-policy's run config with the
-    config's own `env` section merged over it; the policy reads that env's `policy` group."""
+    config's own `env` section merged over it; the policy reads that env's `policy` group.
+
+    A `skill_selection` section (`strl_jax.envs.skill_selection`: `segment_steps`, optional
+    per-skill `commands`, `component`, `offset`) appends a scheduled selection component to that
+    group, by default named and laid out as the mutex reads it (`selection_component`,
+    `selection_offset`)."""
     data = read_source(source)
     cfg = mutex_config(data)
     subs = load_subs(cfg)
@@ -590,6 +633,14 @@ def load_mutex_run(source: Mapping[str, Any] | str | Path) -> MutexRun:
         deep_merge(config_to_dict(subs[0].run_cfg), {"env": dict(data.get("env", {}))})
     )
     env = make_env_from_config(run_cfg.env, num_envs=1)
+    if data.get("skill_selection") is not None:
+        schedule = skill_schedule(
+            dict(data["skill_selection"]),
+            len(cfg.sub_policy_paths),
+            component=cfg.selection_component,
+            offset=cfg.selection_offset,
+        )
+        env = with_skill_selection(env, schedule)
     layout = None if cfg.obs_segments is not None else env.components.get("policy")
     policy = mutex_policy(cfg, subs, tuple(layout) if layout else None)
     if policy.observation_size != env.observation_shapes()["policy"][0]:

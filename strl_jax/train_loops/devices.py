@@ -88,6 +88,8 @@ class ShardedPrograms:
     iteration: Any
     train_sharding: Any  # pytree of NamedSharding like the TrainState
     rollout_sharding: Any  # pytree of NamedSharding like the RolloutState
+    # `(train_state, rollout_state, dataset arrays)`: an iteration on demonstration data, or None
+    pretrain: Any = None
 
 
 def shard_programs(learner: Any, cfg: TrainConfig, mesh: Mesh) -> ShardedPrograms:
@@ -100,7 +102,14 @@ def shard_programs(learner: Any, cfg: TrainConfig, mesh: Mesh) -> ShardedProgram
         return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
 
     init = jax.jit(sharded(local.init, REPLICATED, (REPLICATED, rollout_spec)))
-    iteration = sharded(local.iteration, (REPLICATED, rollout_spec), (REPLICATED, rollout_spec, REPLICATED))
+    out_specs = (REPLICATED, rollout_spec, REPLICATED)
+    iteration = sharded(local.iteration, (REPLICATED, rollout_spec), out_specs)
+    pretrain = None
+    if cfg.runner.pretrain_iterations > 0:  # the dataset arrays: replicated, not donated
+        pretrain = jax.jit(
+            sharded(local.pretrain_iteration, (REPLICATED, rollout_spec, REPLICATED), out_specs),
+            donate_argnums=(0, 1),
+        )
     if cfg.runner.debug:
         iteration = checked_iteration(iteration)
     else:
@@ -110,6 +119,7 @@ def shard_programs(learner: Any, cfg: TrainConfig, mesh: Mesh) -> ShardedProgram
         mesh=mesh,
         init=init,
         iteration=iteration,
+        pretrain=pretrain,
         train_sharding=jax.tree.map(lambda _: named(REPLICATED), train_abs),
         rollout_sharding=jax.tree.map(named, rollout_spec, is_leaf=lambda x: isinstance(x, PartitionSpec)),
     )
@@ -121,13 +131,13 @@ def shard_programs(learner: Any, cfg: TrainConfig, mesh: Mesh) -> ShardedProgram
 DEBUG_CHECKS = checkify.float_checks | checkify.user_checks
 
 
-def checked_iteration(iteration: Any) -> Any:
+def checked_iteration(iteration: Any, donate_argnums: tuple[int, ...] = (0, 1)) -> Any:
     """The iteration with checkify's checks compiled in; the first failed check raises a
     `NonFiniteError` naming the primitive and where it ran (a host round-trip per iteration)."""
-    compiled = jax.jit(checkify.checkify(iteration, errors=DEBUG_CHECKS), donate_argnums=(0, 1))
+    compiled = jax.jit(checkify.checkify(iteration, errors=DEBUG_CHECKS), donate_argnums=donate_argnums)
 
-    def run(train_state: Any, rollout_state: Any):
-        err, out = compiled(train_state, rollout_state)
+    def run(*args: Any):
+        err, out = compiled(*args)
         message = err.get()
         if message is not None:
             raise NonFiniteError(f"runner.debug check failed inside the iteration: {message}")

@@ -42,9 +42,19 @@ from strl_jax.agents.ppo import (
     value_loss,
     weighted_total,
 )
+from strl_jax.agents.tppo import distillation_loss
 from strl_jax.buffers.gae import bootstrap_timeouts, compute_gae, normalize_advantages
 from strl_jax.buffers.history import RolloutHistory, empty_history, with_history
 from strl_jax.buffers.minibatch import merge_time_env, minibatch_indices
+from strl_jax.buffers.rollout_dataset import (
+    DATASET_LABELS,
+    DatasetArrays,
+    advance,
+    envs_used_up,
+    init_cursor,
+    pretrain_settings,
+    step_index,
+)
 from strl_jax.buffers.transitions import Transition
 from strl_jax.collectives import env_keys, global_env_ids, pmean, psum
 from strl_jax.configs.schema import TrainConfig
@@ -210,6 +220,8 @@ class Learner:
         )
         if self.history_chunks > 1:
             rollout_state = rollout_state.replace(history=self.empty_history(train_state, rollout_state))
+        if self.cfg.runner.pretrain_iterations > 0:
+            rollout_state = rollout_state.replace(dataset=init_cursor(env_ids))
         # Donated buffers must be distinct: groups that share an array get their own copy.
         return jax.tree.map(jnp.copy, (train_state, rollout_state))
 
@@ -352,6 +364,7 @@ class Learner:
             hidden=reset_hidden_groups(hidden, done),
             parts=rollout_parts,
             history=rs.history,
+            dataset=rs.dataset,
         )
         return rs, transition, sums
 
@@ -452,6 +465,11 @@ class Learner:
             losses |= part_losses
             coefs |= part_coefs
             metrics |= part_metrics
+        if DATASET_LABELS in batch.parts:  # pretraining on a dataset: pull the mean to its actions
+            labels = batch.parts[DATASET_LABELS]["action_labels"]
+            imitation = distillation_loss(alg.distill_target, mean[:, :originals], std[:, :originals], labels)
+            losses["imitation_loss"], coefs["imitation_loss"] = imitation, self.pretrain_imitation
+            metrics["imitation"] = imitation
         return weighted_total(losses, coefs), (losses, metrics, mean[:, :originals], std[:, :originals])
 
     def minibatch_step(
@@ -667,12 +685,90 @@ class Learner:
         optimiser step, the parameters after the update), the first optimiser step at which it
         was not finite, `NEVER` if it stayed finite; the host stops the run on any failure.
         """
+        return self.iterate(train_state, rollout_state, self.env_rollout)
+
+    def pretrain_iteration(
+        self, train_state: TrainState, rollout_state: RolloutState, dataset: DatasetArrays
+    ):
+        """An iteration whose rollout replays demonstration trajectories instead of stepping the
+        env (st_rl's TwoStageRunner pretraining); the envs do not move."""
+        return self.iterate(train_state, rollout_state, functools.partial(self.dataset_rollout, dataset))
+
+    def env_rollout(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
+        """`rollout`, and what the last values bootstrap from: the env's observation and memory."""
+        rollout_state, transitions, sums = self.rollout(train_state, rollout_state, key)
+        return rollout_state, transitions, sums, (rollout_state.obs, rollout_state.hidden), {}
+
+    def dataset_rollout(
+        self, dataset: DatasetArrays, train_state: TrainState, rollout_state: RolloutState, key: jax.Array
+    ):
+        """`num_steps_per_env` replayed steps per virtual env: the dataset's observations, actions,
+        rewards and dones, with the current policy's values, log-probabilities, mean and std of
+        those actions (st_rl's `collect_transition_from_dataset`). Time-outs bootstrap from the
+        value of the last observation (the datasets hold no final observation)."""
+        del key  # nothing is drawn: the actions are the dataset's
+        alg = self.cfg.algorithm
+        params, normalizers = train_state.params, train_state.normalizers
+        hidden = self.model.initial_hidden(self.env.num_envs)
+
+        def step(cursor, _):
+            index = step_index(dataset, cursor)
+            obs = {k: v[index] for k, v in dataset.obs.items()}
+            mean, std, _, _ = self.actor.forward(params, normalizers, obs, hidden, {})
+            values = self.model.value(params, normalize_groups(normalizers, obs, self.normalize_obs), hidden)
+            actions, done = dataset.actions[index], dataset.dones[index]
+            reward = dataset.rewards[index]
+            truncated = (dataset.timeouts[index] * done) > 0
+            transition = Transition(
+                obs=obs,
+                actions=actions,
+                log_prob=gaussian_log_prob(actions, mean, std),
+                mean=mean,
+                std=std,
+                values=values,
+                rewards=bootstrap_timeouts(reward * alg.reward_scale, truncated, values, alg.gamma),
+                dones=done,
+                parts={DATASET_LABELS: {"action_labels": actions}} if self.pretrain_imitation else {},
+            )
+            sums = {
+                "episodes": done.sum(),
+                "return_sum": ((cursor.episode_return + reward) * done).sum(),
+                "length_sum": ((cursor.episode_length + 1) * done).sum(),
+                "reward_sum": reward.sum(),
+                "metrics": {},
+                "parts": {},
+            }
+            return advance(dataset, cursor, index, self.cfg.env.num_envs), (transition, sums)
+
+        cursor, (transitions, step_sums) = jax.lax.scan(
+            step, rollout_state.dataset, None, length=self.cfg.runner.num_steps_per_env
+        )
+        sums = psum(jax.tree.map(lambda x: x.sum(0), step_sums), self.axis_name)
+        rollout_state = rollout_state.replace(dataset=cursor)
+        last_obs = {k: v[step_index(dataset, cursor)] for k, v in dataset.obs.items()}
+        used_up = psum(envs_used_up(dataset, cursor), self.axis_name)
+        scalars = {
+            "dataset_used_up": (used_up >= self.cfg.env.num_envs).astype(jnp.float32),
+            "dataset_passes": pmean(jnp.mean(cursor.position / dataset.num_trajectories), self.axis_name),
+        }
+        return rollout_state, transitions.replace(initial_hidden=hidden), sums, (last_obs, hidden), scalars
+
+    @property
+    def pretrain_imitation(self) -> float:
+        """Weight of the pull of the action mean towards the dataset's actions while pretraining."""
+        return float(pretrain_settings(self.cfg.runner.pretrain_dataset)["imitation_loss_coef"])
+
+    def iterate(self, train_state: TrainState, rollout_state: RolloutState, source):
+        """One iteration with the rollout `source(train_state, rollout_state, key)` ->
+        `(rollout state, transitions, sums, (obs, memory) to bootstrap from, extra scalars)`."""
         rule = self.update_rule
         if rule.splits_key:
             key, rollout_key, update_key = jax.random.split(train_state.key, 3)
         else:
             key, rollout_key = jax.random.split(train_state.key)
-        rollout_state, transitions, sums = self.rollout(train_state, rollout_state, rollout_key)
+        rollout_state, transitions, sums, (last_obs, last_hidden), source_scalars = source(
+            train_state, rollout_state, rollout_key
+        )
         steps = self.cfg.runner.num_steps_per_env
         chex.assert_shape(transitions.rewards, (steps, self.env.num_envs))
         ctx = self.update_context(steps)
@@ -685,7 +781,7 @@ class Learner:
         rollout_state = rollout_state.replace(parts=rollout_parts)
         if isinstance(rule, PPOUpdate):
             last_values = self.critic_value(
-                train_state.params, train_state.normalizers, rollout_state.obs, rollout_state.hidden
+                train_state.params, train_state.normalizers, last_obs, last_hidden
             )
             update, history = self.ppo_update(
                 train_state, rollout_parts, transitions, last_values, update_key, rollout_state.history
@@ -722,7 +818,7 @@ class Learner:
             parts=train_parts,
         )
         num_samples = psum(jnp.asarray(transitions.rewards.size, jnp.float32), self.axis_name)
-        scalars = dict(update_metrics)
+        scalars = dict(update_metrics) | source_scalars
         for p in self.parts:
             scalars |= p.iteration_metrics(
                 train_parts[p.name], sums["parts"][p.name], num_samples, train_state.iteration
@@ -757,6 +853,10 @@ class Learner:
             "kl": "Loss",
             "learning_rate": "Loss",
             "mean_noise_std": "Policy",
+            "dataset_used_up": "Perf",  # pretraining on a dataset (st_rl's Perf/dataset_*)
+            "dataset_passes": "Perf",
+            "pretraining": "Perf",
+            "imitation": "Loss",
         }
         for p in self.parts:
             sections |= p.sections

@@ -287,3 +287,19 @@ def config_markdown(config: dict[str, Any]) -> str:
     """The config as a TensorBoard text entry: JSON in a markdown code block (any value prints)."""
     text = json.dumps(config, indent=2, default=str)
     return "\n".join("    " + line for line in text.splitlines())
+
+
+def population_summary(iteration: int, max_iterations: int, members: list[Any]) -> str:
+    """One line per member of a population: its latest mean and evaluation reward, or its status."""
+    lines = [f"Learning iteration {iteration}/{max_iterations}"]
+    width = max(len(m.log_dir.name) for m in members)
+    for member in members:
+        row = member.rows[-1] if member.rows else {}
+        text = f"  {member.log_dir.name:<{width}}"
+        if member.status != "running":
+            text += f"  {member.status}"
+        for key, label in (("mean_reward", "mean reward"), ("eval_reward", "eval reward")):
+            if row.get(key) is not None:
+                text += f"  {label} {row[key]:.4g}"
+        lines.append(text)
+    return "\n".join(lines)

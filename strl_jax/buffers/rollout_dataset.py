@@ -1,0 +1,204 @@
+"""st_rl's RolloutDataset: demonstration trajectories replayed as if N environments produced them.
+
+The trajectories of a `strl_jax.collect` dataset are concatenated into flat step arrays on the
+device. Each of the run's `num_envs` virtual environments plays one trajectory at a time; when it
+ends, env `i` takes the trajectory at position `p = i + k * N` of the play order (its k-th), the
+order being the trajectories in file order, or a fresh permutation per pass over the dataset with
+`random_shuffle_traj_order`. So no counter is shared between envs or devices, and the data an env
+sees does not depend on the device count. The dataset is used up once every env's position has
+passed `dataset_loops` passes (st_rl's `dataset_loops`; -1: never); the iteration in which that
+happens is completed by starting the order over, and the next iterations step the env.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from strl_jax.buffers.motion_files import MotionFileError, read_metadata, trajectory_files
+from strl_jax.errors import ConfigError
+
+OPTION = "runner.pretrain_dataset"
+# st_rl's RolloutDataset options that strl_jax reads (`data_dir` is required), and the weight of
+# the imitation term the pretraining iterations add (`imitation_loss_coef`, strl_jax's).
+KEYS = ("data_dir", "dataset_loops", "random_shuffle_traj_order", "imitation_loss_coef")
+DEFAULTS = {"dataset_loops": 1, "random_shuffle_traj_order": False, "imitation_loss_coef": 1.0}
+# The transitions' field (under `Transition.parts`) holding the dataset's actions as labels.
+DATASET_LABELS = "dataset"
+CYCLE_PASSES = 8
+
+
+@struct.dataclass
+class DatasetArrays:
+    """Every step of every trajectory, concatenated: `[S, ...]`; trajectory `j` is the steps
+    `start[j] : start[j] + length[j]`."""
+
+    obs: dict[str, jax.Array]  # observation group -> [S, ...]
+    actions: jax.Array  # [S, A]
+    rewards: jax.Array  # [S]
+    dones: jax.Array  # [S] float: 1 at a trajectory's last step
+    timeouts: jax.Array  # [S] float: 1 where that last step was the time limit
+    start: jax.Array  # [J] int32
+    length: jax.Array  # [J] int32
+    order: jax.Array  # [passes * J] int32: the play order, trajectory indices pass after pass
+    # play-order positions in `dataset_loops` passes (int32 max with no end): an array, so that
+    # runs with other datasets or loop counts share the compiled program
+    end: jax.Array
+
+    @property
+    def num_trajectories(self) -> int:
+        return int(self.start.shape[0])
+
+
+@struct.dataclass
+class DatasetCursor:
+    """Where each virtual env is: its place `position` in the play order and `frame` in the
+    trajectory, and its episode sums (for the logged episode statistics)."""
+
+    position: jax.Array  # [N] int32
+    frame: jax.Array  # [N] int32
+    episode_return: jax.Array  # [N]
+    episode_length: jax.Array  # [N] int32
+
+
+def pretrain_settings(raw: dict) -> dict[str, Any]:
+    """`runner.pretrain_dataset` with defaults, checked (keys, types, the folder)."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{OPTION} must be a mapping with keys {list(KEYS)}, got {raw!r}")
+    unknown = sorted(set(raw) - set(KEYS))
+    if unknown:
+        raise ConfigError(f"{OPTION} has keys strl_jax does not read: {unknown}; valid keys: {list(KEYS)}")
+    settings = {**DEFAULTS, **raw}
+    if not isinstance(settings.get("data_dir"), str) or not settings["data_dir"]:
+        raise ConfigError(
+            f"{OPTION}.data_dir must name a dataset folder written by python -m strl_jax.collect"
+        )
+    loops = settings["dataset_loops"]
+    if isinstance(loops, bool) or not isinstance(loops, int) or (loops < 1 and loops != -1):
+        raise ConfigError(f"{OPTION}.dataset_loops must be a positive integer or -1 (no end), got {loops!r}")
+    if not isinstance(settings["random_shuffle_traj_order"], bool):
+        raise ConfigError(f"{OPTION}.random_shuffle_traj_order must be true or false")
+    coef = settings["imitation_loss_coef"]
+    if isinstance(coef, bool) or not isinstance(coef, int | float) or coef < 0:
+        raise ConfigError(f"{OPTION}.imitation_loss_coef must be a number >= 0, got {coef!r}")
+    return settings
+
+
+def load_dataset_arrays(
+    settings: dict[str, Any], groups: dict[str, tuple[int, ...]], action_size: int, seed: int
+) -> DatasetArrays:
+    """The dataset's steps as host arrays, checked against the learner's observation groups
+    (`policy` from the files' `obs`, `critic` from `critic_obs`, or `obs` where they hold none)."""
+    data_dir = settings["data_dir"]
+    where = f"{OPTION}.data_dir {str(data_dir)!r}"
+    try:
+        read_metadata(data_dir)
+        files = trajectory_files(data_dir)
+    except (MotionFileError, OSError) as err:
+        raise ConfigError(f"{where}: {err}") from None
+    if not files:
+        raise ConfigError(f"{where} holds no trajectories")
+    unknown = sorted(set(groups) - {"policy", "critic"})
+    if unknown:
+        raise ConfigError(
+            f"{where}: the policy reads observation groups {unknown}, which datasets do not store "
+            "(they hold the policy and critic groups)"
+        )
+    pieces: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("policy", "critic", "actions", "rewards", "dones", "timeouts")
+    }
+    for path in files:
+        with np.load(path) as data:
+            missing = [k for k in ("obs", "actions", "rewards", "dones") if k not in data]
+            if missing:
+                raise ConfigError(
+                    f"{path}: missing {missing}; write datasets with python -m strl_jax.collect"
+                )
+            pieces["policy"].append(data["obs"])
+            pieces["critic"].append(data["critic_obs"] if "critic_obs" in data else data["obs"])
+            pieces["actions"].append(data["actions"])
+            pieces["rewards"].append(data["rewards"])
+            dones = np.asarray(data["dones"], np.float32)
+            dones[-1] = 1.0
+            pieces["dones"].append(dones)
+            pieces["timeouts"].append(
+                np.asarray(data["timeouts"] if "timeouts" in data else np.zeros_like(dones), np.float32)
+            )
+    lengths = np.asarray([len(r) for r in pieces["rewards"]], np.int32)
+    obs = {}
+    for group, shape in groups.items():
+        stacked = np.concatenate(pieces[group]).astype(np.float32)
+        if stacked.shape[1:] != tuple(shape):
+            raise ConfigError(
+                f"{where}: the {group!r} observations are {stacked.shape[1:]}, the policy's {tuple(shape)}"
+            )
+        obs[group] = stacked
+    actions = np.concatenate(pieces["actions"]).astype(np.float32)
+    if actions.shape[1:] != (action_size,):
+        raise ConfigError(f"{where}: actions of size {actions.shape[1:]}, the env's {action_size}")
+    return DatasetArrays(
+        obs=obs,
+        actions=actions,
+        rewards=np.concatenate(pieces["rewards"]).astype(np.float32),
+        dones=np.concatenate(pieces["dones"]),
+        timeouts=np.concatenate(pieces["timeouts"]),
+        start=np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int32),
+        length=lengths,
+        order=play_order(len(lengths), settings, seed),
+        end=np.asarray(
+            np.iinfo(np.int32).max
+            if settings["dataset_loops"] == -1
+            else settings["dataset_loops"] * len(lengths),
+            np.int32,
+        ),
+    )
+
+
+def play_order(num_trajectories: int, settings: dict[str, Any], seed: int) -> np.ndarray:
+    """Trajectory indices pass after pass: file order, or a permutation per pass."""
+    loops = settings["dataset_loops"]
+    passes = CYCLE_PASSES if loops == -1 else loops
+    if not settings["random_shuffle_traj_order"]:
+        return np.tile(np.arange(num_trajectories, dtype=np.int32), passes)
+    rng = np.random.default_rng(seed)
+    return np.concatenate([rng.permutation(num_trajectories) for _ in range(passes)]).astype(np.int32)
+
+
+def init_cursor(env_ids: jax.Array) -> DatasetCursor:
+    """Env `i` starts the `i`-th trajectory of the play order."""
+    zeros = jnp.zeros(env_ids.shape, jnp.int32)
+    return DatasetCursor(
+        position=env_ids.astype(jnp.int32),
+        frame=zeros,
+        episode_return=zeros.astype(jnp.float32),
+        episode_length=zeros,
+    )
+
+
+def step_index(arrays: DatasetArrays, cursor: DatasetCursor) -> jax.Array:
+    """Flat index of each env's current step (past the play order's end it starts over)."""
+    traj = arrays.order[cursor.position % arrays.order.shape[0]]
+    return arrays.start[traj] + cursor.frame
+
+
+def advance(arrays: DatasetArrays, cursor: DatasetCursor, index: jax.Array, num_envs: int) -> DatasetCursor:
+    """After each env replayed step `index`: next frame, or its next trajectory `num_envs` on."""
+    done = arrays.dones[index] > 0
+    reward = arrays.rewards[index]
+    episode_return = cursor.episode_return + reward
+    episode_length = cursor.episode_length + 1
+    return DatasetCursor(
+        position=jnp.where(done, cursor.position + num_envs, cursor.position),
+        frame=jnp.where(done, 0, cursor.frame + 1),
+        episode_return=jnp.where(done, 0.0, episode_return),
+        episode_length=jnp.where(done, 0, episode_length),
+    )
+
+
+def envs_used_up(arrays: DatasetArrays, cursor: DatasetCursor) -> jax.Array:
+    """How many of these envs have passed the dataset's last pass (none without an end)."""
+    return jnp.sum(cursor.position >= arrays.end).astype(jnp.float32)
