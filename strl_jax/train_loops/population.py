@@ -206,8 +206,12 @@ def shard_population(
         iteration_fn = checked_iteration(iteration_fn, donate_argnums=(1, 2))
     else:
         iteration_fn = jax.jit(iteration_fn, donate_argnums=(1, 2))
-    values = learners.values
     named = lambda spec: NamedSharding(mesh, spec)  # noqa: E731
+    # placed once: no host-to-device copy of the values in every iteration
+    values = jax.tree.map(
+        lambda x: jax.make_array_from_callback(x.shape, named(REPLICATED), lambda idx: x[idx]),
+        learners.values,
+    )
     return ShardedPrograms(
         mesh=mesh,
         init=lambda keys: init_fn(values, keys),
@@ -225,7 +229,8 @@ def jit_population_evaluate(learners: MemberLearners, eval_env: VecEnv):
         return jax.vmap(one)(values, params, normalizers, keys)
 
     compiled = jax.jit(evaluate)
-    return lambda params, normalizers, keys: compiled(learners.values, params, normalizers, keys)
+    values = jax.device_put(learners.values)  # evaluation runs on one local device
+    return lambda params, normalizers, keys: compiled(values, params, normalizers, keys)
 
 
 def population_init_optimizer(learners: MemberLearners):
