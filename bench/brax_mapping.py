@@ -32,13 +32,54 @@ BRAX_PPO_DEFAULTS: dict[str, Any] = dict(
 
 # What neither layer can express (printed by the benchmarks, written into preset headers).
 UNMAPPED = (
-    "brax's policy is a tanh-squashed Gaussian whose std is a network output (softplus + 0.001), "
-    "strl_jax's a Gaussian with one learned std per action whose samples are clipped to [-1, 1]",
-    "brax bootstraps GAE every unroll_length steps and its minibatches are whole unroll_length-step "
-    "trajectories; strl_jax runs GAE over num_steps_per_env steps and shuffles transitions",
-    "brax masks time-out transitions, strl_jax bootstraps them from V(final observation)",
-    "brax updates the observation normaliser before the update, strl_jax after it",
+    "brax recomputes values, GAE and advantages inside the loss of every minibatch with the current "
+    "parameters; strl_jax computes them once per rollout with the acting parameters",
+    "brax's policy advantage is r_t + gamma * vs_{t+1} - V(s_t) (vs: the GAE value targets), "
+    "strl_jax's the GAE advantage itself",
 )
+
+# brax's implementation choices that strl_jax has a switch for, by name, as config sections for
+# brax kwargs `kw` (`brax_choices`). bench/sample_efficiency.py measures what each costs or gains.
+BRAX_CHOICE_NAMES = (
+    "gae_horizon",
+    "trajectory_minibatches",
+    "normalizer_before",
+    "timeout_mask",
+    "tanh_distribution",
+)
+
+# The choices `matched` (and the presets built from brax's published settings) take: those that
+# won at brax's inverted_pendulum settings (BENCHMARKS.md, "Sample efficiency at brax's settings");
+# the others cost steps there or changed nothing.
+MATCHED_CHOICES: tuple[str, ...] = ("normalizer_before",)
+
+
+def brax_choices(
+    kw: dict, names: tuple[str, ...] | list[str] = BRAX_CHOICE_NAMES
+) -> dict[str, dict[str, Any]]:
+    """strl_jax settings of brax's choices `names` (of `BRAX_CHOICE_NAMES`) for brax kwargs `kw`.
+
+    gae_horizon: GAE restarts every unroll_length steps, bootstrapping from V(s_{t+unroll_length});
+    trajectory_minibatches: minibatches of whole unroll_length-step segments (with gae_horizon) or
+    of whole rollouts (without); normalizer_before: the normaliser takes in the rollout before the
+    update; timeout_mask: time-out steps are masked out of GAE (brax's bootstrap_on_timeout=False);
+    tanh_distribution: brax's tanh-squashed Gaussian with a state-dependent std.
+    """
+    unknown = [n for n in names if n not in BRAX_CHOICE_NAMES]
+    if unknown:
+        raise ValueError(f"unknown brax choices {unknown}; valid choices: {list(BRAX_CHOICE_NAMES)}")
+    settings = {
+        "gae_horizon": {"algorithm": {"gae_horizon": kw["unroll_length"]}},
+        "trajectory_minibatches": {"algorithm": {"minibatch_unit": "trajectory"}},
+        "normalizer_before": {"runner": {"normalizer_update": "before"}},
+        "timeout_mask": {"algorithm": {"timeout_bootstrap": "none"}},
+        "tanh_distribution": {"policy": {"distribution": "tanh_gaussian"}},
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        for section, values in settings[name].items():
+            out.setdefault(section, {}).update(values)
+    return out
 
 
 def steps_per_training_step(kw: dict) -> int:
@@ -114,12 +155,13 @@ def brax_implementation(kw: dict) -> dict[str, dict[str, Any]]:
     }
 
 
-def matched(kw: dict) -> dict[str, dict[str, Any]]:
-    """Hyperparameters and implementation choices together: strl_jax as close to brax as it goes."""
+def matched(kw: dict, choices: tuple[str, ...] | list[str] = MATCHED_CHOICES) -> dict[str, dict[str, Any]]:
+    """Hyperparameters and implementation choices together: strl_jax with brax's settings, its
+    implementation and its switchable `choices` (by default the ones that win)."""
     # Imported here: this module is also loaded by the brax workers, whose venv has no strl_jax.
     from strl_jax.configs.loader import deep_merge
 
-    return deep_merge(hyperparameters(kw), brax_implementation(kw))
+    return deep_merge(deep_merge(hyperparameters(kw), brax_implementation(kw)), brax_choices(kw, choices))
 
 
 def override(key: str, value: Any) -> str:
@@ -176,4 +218,6 @@ def mapping_lines(kw: dict, eval_every: int) -> list[str]:
         f"  -> one iteration = {steps:,} env steps; minibatch = {mb:,} transitions; {grads} gradient "
         f"steps; evaluation every {eval_every} iteration(s)",
         "  differences: " + "; ".join(UNMAPPED),
+        "  brax choices matched leaves off (bench/sample_efficiency.py): "
+        + ", ".join(n for n in BRAX_CHOICE_NAMES if n not in MATCHED_CHOICES),
     ]

@@ -228,14 +228,16 @@ def time_to_target(evals: list[dict], target: float | None) -> dict[str, Any]:
 def strl_worker(spec: dict) -> dict[str, Any]:
     """Train strl_jax PPO with `runner.train` and summarise the rows it logs (metrics.jsonl's).
 
-    spec: task, overrides (dotted), log_dir, target (or null), time_limit_s (or null; checked at
-    evaluations, or at every iteration when the run has no evaluation), stop_at_target.
+    spec: task (or preset), config_files (optional), overrides (dotted), log_dir, target (or null),
+    time_limit_s (or null; checked at evaluations, or at every iteration when the run has no
+    evaluation), stop_at_target.
     """
     from strl_jax.configs.loader import config_to_dict, resolve_config
     from strl_jax.train_loops import runner as runner_module
     from strl_jax.train_loops.logging import RunLogger
 
-    cfg = resolve_config(spec["task"], overrides=list(spec.get("overrides", [])))
+    files, overrides = spec.get("config_files"), list(spec.get("overrides", []))
+    cfg = resolve_config(spec["task"], config_files=files, overrides=overrides)
     target = spec.get("target")
     time_limit = spec.get("time_limit_s")
     stop_at_target = bool(spec.get("stop_at_target"))

@@ -254,18 +254,19 @@ def preset_header(task: str, pub: dict, groups: dict, randomized: bool) -> list[
     return out
 
 
-def preset_text(task: str, pub: dict, groups: dict, randomized: bool) -> str:
-    """The YAML preset with its header, in the style of configs/ant.yaml."""
-    tree = preset_tree(task, pub, groups, randomized)
-    out = [
-        f"# {line}"
-        for para in preset_header(task, pub, groups, randomized)
-        for line in textwrap.wrap(para, 98)
-    ]
+def preset_yaml(paragraphs: list[str], tree: dict) -> str:
+    """A preset file: the paragraphs as a wrapped comment header, then one line per setting."""
+    out = [f"# {line}" for para in paragraphs for line in textwrap.wrap(para, 98)]
     for section, values in tree.items():
         out.append(f"{section}:")
         out += [f"  {key}: {yaml_value(value)}" for key, value in values.items()]
     return "\n".join(out) + "\n"
+
+
+def preset_text(task: str, pub: dict, groups: dict, randomized: bool) -> str:
+    """The YAML preset with its header, in the style of configs/ant.yaml."""
+    header = preset_header(task, pub, groups, randomized)
+    return preset_yaml(header, preset_tree(task, pub, groups, randomized))
 
 
 def has_randomizer(task: str) -> bool:

@@ -45,12 +45,12 @@ def measure(task: str, overrides: list[str], iterations: int) -> dict[str, float
     programs = build_programs(cfg)
     keys = jax.random.split(jax.random.PRNGKey(0), cfg.runner.num_seeds)
     state = programs.init(keys if cfg.runner.num_seeds > 1 else keys[0])
-    state = programs.iteration(*state)
+    state = programs.env_iteration(*state)
     jax.block_until_ready(state)
     compile_s = time.perf_counter() - start
     start = time.perf_counter()
     for _ in range(iterations):
-        state = programs.iteration(*state[:2])
+        state = programs.env_iteration(*state[:2])
     jax.block_until_ready(state)
     per_iteration = (time.perf_counter() - start) / iterations
     steps = steps_per_iteration(cfg) * cfg.runner.num_seeds

@@ -1,9 +1,10 @@
 """Where one training iteration's time goes: rollout, update and the whole iteration timed apart.
 
 Builds a task's learner (preset plus `key=value` overrides, or `--matched` for the settings
-`vs_brax.py` maps from brax's published PPO ones), jit-compiles its rollout, its update and the
-whole iteration as separate programs, and reports each one's compile time and its time per call
-(after one warm-up call). It also times the
+`vs_brax.py` maps from brax's published PPO ones), jit-compiles its init, its rollout, its update,
+the whole iteration, the initial-state pool's refresh (`env.auto_reset=pool`) and the evaluation as
+separate programs, and reports each one's compile time and its time per call (after one warm-up
+call). It also times the
 critic's dense layers alone at the minibatch and rollout batch sizes (the arithmetic that
 dominates matched runs) and prints the GFLOP/s both reach, to tell library overhead from matmul
 time. `--trace DIR` additionally records a `jax.profiler` trace of two iterations
@@ -16,6 +17,7 @@ time. `--trace DIR` additionally records a `jax.profiler` trace of two iteration
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -67,7 +69,7 @@ def critic_matmul_rate(sizes: list[int], rows: int, repeats: int) -> float:
         return jnp.mean(h**2)
 
     grad = jax.jit(jax.grad(loss))
-    seconds = timed(grad, ws, x, repeats=repeats)
+    _, seconds = timed(grad, ws, x, repeats=repeats)
     return 3 * dense_flops(sizes, rows) / seconds / 1e9
 
 
@@ -84,10 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import jax
+    import jax.numpy as jnp
 
     from strl_jax.configs.loader import resolve_config
-    from strl_jax.envs.tasks import make_env_from_config
     from strl_jax.train_loops.learners import make_learner
+    from strl_jax.train_loops.runner import evaluation_env, training_env
 
     overrides = list(args.overrides)
     if args.matched:
@@ -98,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         matched, _ = vs_brax.strl_matched(args.task, backend, kw, 1)
         overrides = matched + overrides
     cfg = resolve_config(args.task, overrides=overrides)
-    env = make_env_from_config(cfg.env)
+    env = training_env(cfg)
     learner = make_learner(env, cfg)
     n, t = cfg.env.num_envs, cfg.runner.num_steps_per_env
     steps = n * t * cfg.env.action_repeat
@@ -108,7 +111,12 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
-    train_state, rollout_state = jax.jit(learner.init)(jax.random.PRNGKey(0))
+    init = jax.jit(learner.init)
+    init_compile, _ = timed(init, jax.random.PRNGKey(0), repeats=1)
+    train_state, rollout_state = init(jax.random.PRNGKey(0))
+    refresh = jax.jit(learner.refresh_pool)
+    refresh_compile, _ = timed(refresh, rollout_state, repeats=1)
+    rollout_state = refresh(rollout_state)  # the first refresh draws every env's pool state
     key = jax.random.PRNGKey(1)
     rollout = jax.jit(learner.rollout)
     _, transitions, _ = rollout(train_state, rollout_state, key)
@@ -120,7 +128,6 @@ def main(argv: list[str] | None = None) -> int:
 
     def run_env(rs, key):
         """The rollout's env steps alone, with zero actions (no networks)."""
-        import jax.numpy as jnp
 
         def step(state, _):
             state, _ = env.step(state, jnp.zeros((n, env.action_size)))
@@ -129,7 +136,10 @@ def main(argv: list[str] | None = None) -> int:
         return jax.lax.scan(step, rs.env_state, None, length=t)[0]
 
     env_only = jax.jit(run_env)
+    used = rollout_state.replace(env_state=rollout_state.env_state.replace(pool_used=jnp.ones((n,), bool)))
+    evaluate = jax.jit(functools.partial(learner.evaluate, evaluation_env(env, cfg)))
     results = {
+        "init (parameters, env reset)": (init_compile, float("nan")),
         "env steps only": timed(env_only, rollout_state, key, repeats=args.repeats),
         "rollout (env + policy + critic)": timed(
             rollout, train_state, rollout_state, key, repeats=args.repeats
@@ -138,6 +148,11 @@ def main(argv: list[str] | None = None) -> int:
             update, train_state, rollout_state.parts, transitions, last_values, key, repeats=args.repeats
         ),
         "iteration (all of it)": timed(iteration, train_state, rollout_state, repeats=args.repeats),
+        # env.auto_reset=pool: the program that draws the pool before each iteration
+        "pool refresh (all rows used)": (refresh_compile, timed(refresh, used, repeats=args.repeats)[1]),
+        "evaluation (runner.num_eval_envs episodes)": timed(
+            evaluate, train_state.params, train_state.normalizers, key, repeats=args.repeats
+        ),
     }
     critic_in = rollout_state.obs.get("critic", rollout_state.obs["policy"]).shape[-1]
     actor_in = rollout_state.obs["policy"].shape[-1]

@@ -109,6 +109,7 @@ BRAX_PUBLISHED: dict[str, dict[str, Any]] = {
     ),
 }
 BRAX_PUBLISHED["hopper"] = dict(BRAX_PUBLISHED["inverted_pendulum"])
+BRAX_PUBLISHED["walker2d"] = dict(BRAX_PUBLISHED["hopper"])  # SAC in the notebook too, as hopper
 BRAX_PUBLISHED["inverted_double_pendulum"] = {
     **BRAX_PUBLISHED["inverted_pendulum"],
     "num_timesteps": 20_000_000,

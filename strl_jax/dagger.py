@@ -36,7 +36,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tensorboardX import SummaryWriter
 
 from strl_jax.agents.schedules import SCHEDULES, Schedule, make_schedule
 from strl_jax.buffers.motion_files import DATASET_FORMAT, METADATA_FILE, write_json_atomic
@@ -57,6 +56,7 @@ from strl_jax.errors import CheckpointError, CollectError, CollectionIncomplete,
 from strl_jax.inference import LoadedPolicy, load_policy
 from strl_jax.networks.acting import Actor
 from strl_jax.train_loops.checkpoint import load_params_and_normalizers, read_checkpoint_meta
+from strl_jax.train_loops.logging import SummaryWriter
 from strl_jax.train_loops.teachers import teacher_obs_group
 
 WRITER = "strl_jax.dagger"
@@ -154,7 +154,7 @@ def make_dagger_rollout(env: VecEnv, student: Actor, teacher: Actor, chunk_steps
             env_state, obs, hidden = carry
             labels, teacher_hidden = teacher.act(*teacher_arrays, obs, hidden["teacher"])
             mean, _, student_hidden = student.distribution(*student_arrays, obs, hidden["student"])
-            noisy = student.clip(mean + noise_std * jax.random.normal(key, mean.shape))
+            noisy = student.mode(mean + noise_std * jax.random.normal(key, mean.shape))  # as executed
             action = jnp.where(mask[:, None], labels, noisy)
             next_state, res = env.step(env_state, action)
             done = res.terminated | res.truncated

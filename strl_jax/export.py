@@ -1,12 +1,13 @@
 """`python -m strl_jax.export <log_dir>`: the deterministic policy as ONNX and as a `jax.export` artifact.
 
 Both take the policy group's observation `[batch, obs_dim]` (float32) and return the clipped
-mean action `[batch, action_dim]`, with the observation normaliser inside, like rsl_rl's
-exported policies (opset 18). Recurrent policies also take and return the actor's hidden state:
-ONNX inputs `obs, h_in[, c_in]` and outputs `actions, h_out[, c_out]` (`[layers, batch, size]`;
-`c_*` for an LSTM only), as in rsl_rl. Both are traced from the same acting step
-(`strl_jax.inference.ActingPolicy`); the ONNX graph is that trace written as ONNX operators
-(`strl_jax.onnx_graph`), so it needs nothing but the `onnx` package to build.
+mean action `[batch, action_dim]` (`tanh(mean)` for `policy.distribution: tanh_gaussian`), with
+the observation normaliser inside, like rsl_rl's exported policies (opset 18). Recurrent
+policies also take and return the actor's hidden state: ONNX inputs `obs, h_in[, c_in]` and
+outputs `actions, h_out[, c_out]` (`[layers, batch, size]`; `c_*` for an LSTM only), as in
+rsl_rl. Both are traced from the same acting step (`strl_jax.inference.ActingPolicy`); the ONNX
+graph is that trace written as ONNX operators (`strl_jax.onnx_graph`), so it needs nothing but
+the `onnx` package to build.
 
 `obs` is one flat input: the policy group's components in the env's order, images flattened
 row-major from `(C, H, W)`, without the components estimator stages always replace. Where the env
@@ -47,6 +48,7 @@ from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
 from strl_jax.errors import CheckpointError, ConfigError, ExportError
 from strl_jax.inference import ActingPolicy, LoadedPolicy, load_policy, policy_observation_size
 from strl_jax.networks.encoded_inputs import raw_input_size
+from strl_jax.networks.gaussian import GAUSSIAN
 from strl_jax.networks.mutex import (
     MutexPolicy,
     MutexRun,
@@ -203,7 +205,8 @@ def onnx_policy_model(cfg: Any, acting: ActingPolicy, layout: ObsLayout | None =
     inputs = [TensorSpec(INPUT_NAME, (BATCH, acting.observation_size))]
     inputs += [TensorSpec(n, with_batch(h, BATCH), h.dtype) for n, h in zip(names_in, leaves, strict=True)]
     what = f"recurrent ({cfg.policy.rnn_type.lower()}) " if acting.recurrent else ""
-    doc = f"deterministic {what}{cfg.env.task} policy: normalised obs -> clipped mean action"
+    mode = "tanh(mean)" if cfg.policy.distribution != GAUSSIAN else "mean"
+    doc = f"deterministic {what}{cfg.env.task} policy: normalised obs -> clipped {mode} action"
     if layout is not None:
         doc += f"; obs = {layout.describe()} (images flattened row-major from [C, H, W])"
     return function_to_onnx(
@@ -468,7 +471,13 @@ def export_run(loaded: LoadedPolicy, out_dir: Path, onnx_model: bool = True) -> 
 def export_rsl_rl(loaded: LoadedPolicy, out_dir: Path) -> list[Path]:
     """Write `model_<iteration>.pt`, which rsl_rl 5.x's `OnPolicyRunner.load` accepts, and beside it
     `train_cfg.yaml`, the `train_cfg` that builds the same network (env observation groups `policy`
-    and `critic`); returns the paths. rsl_rl's policy does not clip: its env wrapper clips actions."""
+    and `critic`); returns the paths. rsl_rl's policy does not clip: its env wrapper clips actions.
+    rsl_rl has no tanh-squashed policy: `policy.distribution: tanh_gaussian` is refused."""
+    if loaded.cfg.policy.distribution != GAUSSIAN:
+        raise ExportError(
+            f"--format rsl_rl writes rsl_rl's Gaussian policy; this run's policy.distribution is "
+            f"{loaded.cfg.policy.distribution!r} (valid for rsl_rl: {GAUSSIAN!r}); use --format onnx"
+        )
     train_cfg = to_rsl_rl_train_cfg(loaded.cfg)
     infos = {
         "exported_from": "strl_jax",

@@ -2,7 +2,8 @@
 
 Everything acts through `strl_jax.networks.acting.Actor`. The functions here close over the
 parameters, so what they return is pure and can be jitted, exported with `jax.export`, or traced
-into an ONNX graph (`strl_jax.export`). The action is the Gaussian mean, clipped to
+into an ONNX graph (`strl_jax.export`). The action is the Gaussian mean (tanh of it for
+`policy.distribution: tanh_gaussian`), clipped to
 `env.clip_actions` the way the env clips it, so what a robot executes equals what the env executed
 during deterministic evaluation.
 """
@@ -37,8 +38,11 @@ ActingStep = Callable[[jax.Array, Hidden], tuple[jax.Array, Hidden]]
 
 
 def action_size(params: Any) -> int:
-    """Number of action dimensions, read from the learned std (one entry per dimension)."""
+    """Number of action dimensions, read from the learned std (one entry per dimension), or half
+    the actor's outputs where it also outputs the std (`policy.distribution: tanh_gaussian`)."""
     inner = params["params"]
+    if "std" not in inner and "log_std" not in inner:
+        return int(inner["actor"]["output"]["kernel"].shape[-1]) // 2
     return int((inner["std"] if "std" in inner else inner["log_std"]).shape[-1])
 
 
@@ -105,7 +109,7 @@ def acting_policy(
         full = obs if complete else take_static(obs, source)
         mean, _, memory, estimates = actor.forward(params, normalizers, {actor.obs_group: full}, memory)
         estimates = actor.raw_estimates(normalizers, estimates)
-        return actor.clip(mean), estimates, memory["actor"] if bare else memory
+        return actor.mode(mean), estimates, memory["actor"] if bare else memory
 
     def step(obs: jax.Array, hidden: Hidden) -> tuple[jax.Array, Hidden]:
         actions, _, hidden = outputs(obs, hidden)

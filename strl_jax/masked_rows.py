@@ -23,7 +23,9 @@ def reserved_rows(num_rows: int, fraction: float, minimum: int = 16) -> int:
     return min(num_rows, max(minimum, math.ceil(num_rows * fraction)))
 
 
-def _select(mask: jax.Array, new: Any, old: Any) -> Any:
+def select_rows(mask: jax.Array, new: Any, old: Any) -> Any:
+    """Row `i` of `new` where `mask[i]`, of `old` elsewhere (leaves with the rows first)."""
+
     def pick(a, b):
         return jnp.where(mask.reshape((-1,) + (1,) * (b.ndim - 1)), a.astype(b.dtype), b)
 
@@ -48,7 +50,7 @@ def where_rows(
     n = mask.shape[0]
     otherwise = jax.tree.map(lambda x: jnp.asarray(x, x.dtype), otherwise)  # strong types
     if max_rows >= n:
-        return _select(mask, fn(inputs), otherwise)
+        return select_rows(mask, fn(inputs), otherwise)
     # Masked rows first, then the padding index n, long enough that no chunk runs past the end.
     order = jnp.nonzero(mask, size=n + max_rows, fill_value=n)[0]
     count = jnp.sum(mask)

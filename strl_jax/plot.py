@@ -73,6 +73,54 @@ def plot_runs(log_dirs: list[str | Path], out: str | Path) -> Path:
     return out
 
 
+def plot_eval_curves(
+    curves: dict[str, list[list[dict[str, float]]]],
+    out: str | Path,
+    x_axes: tuple[tuple[str, str], ...] = (("env_steps", "environment steps"), ("wall_s", "wall time [s]")),
+    title: str = "",
+) -> Path:
+    """Evaluation return against each x axis, one panel per axis: every run of a label (a seed) as a
+    thin line in the label's colour, their mean over the x values all runs share as a thick one.
+
+    `curves[label]` holds one list of points per run, each point a mapping with `reward` and the
+    x axes' keys (bench/learning_curves.py's records).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(x_axes), figsize=(5.5 * len(x_axes), 3.8), squeeze=False)
+    for index, (label, runs) in enumerate(curves.items()):
+        color = f"C{index % 10}"
+        for ax, (x_key, x_label) in zip(axes[0], x_axes, strict=True):
+            for points in runs:
+                xs = [p[x_key] for p in points]
+                marker = "." if len(points) < 30 else None
+                ax.plot(xs, [p["reward"] for p in points], color=color, alpha=0.35, lw=0.8, marker=marker)
+            shared = sorted(set.intersection(*[{p["env_steps"] for p in r} for r in runs])) if runs else []
+            if len(runs) > 1 and shared:
+                by_step = [{p["env_steps"]: p for p in r} for r in runs]
+                xs = [sum(r[s][x_key] for r in by_step) / len(runs) for s in shared]
+                ys = [sum(r[s]["reward"] for r in by_step) / len(runs) for s in shared]
+                marker = "o" if len(shared) < 30 else None
+                ax.plot(xs, ys, color=color, lw=2.0, marker=marker, label=f"{label} (mean of {len(runs)})")
+            elif runs:
+                ax.lines[-1].set(alpha=1.0, lw=1.5, label=label)
+            ax.set_xlabel(x_label)
+            ax.set_ylabel("eval episode return")
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m strl_jax.plot",

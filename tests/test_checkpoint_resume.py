@@ -99,6 +99,7 @@ def test_checkpoint_holds_the_complete_state(full_run):
     assert step == 2 * K
     assert_trees_equal(state["train_state"], full_run.train_state)
     assert_trees_equal(state["rollout_state"], full_run.rollout_state)
+    assert state["rollout_state"].env_state.pool_used.shape == (16,)  # the initial-state pool too
     assert int(state["train_state"].iteration) == 2 * K
     assert meta["iteration"] == 2 * K
     assert meta["config"] == config_to_dict(tiny_config(f"runner.max_iterations={2 * K}"))

@@ -102,6 +102,7 @@ def test_each_env_keeps_its_own_physics_and_the_iteration_compiles_once(learning
     assert 0.4 <= friction.min() and friction.max() <= 1.0 and friction.std() > 0.1
     programs = build_programs(go1_config())
     assert programs.iteration._cache_size() == 1  # reset's and step's states share one signature
+    assert programs.sharded.refresh._cache_size() == 1  # the initial-state pool's, likewise
 
 
 def test_resume_is_exact(learning_run, tmp_path):

@@ -16,7 +16,6 @@ import jax
 from flax import struct
 
 from strl_jax.networks.acting import Actor
-from strl_jax.networks.gaussian import gaussian_sample
 from strl_jax.networks.normalizer import NormalizerState
 
 
@@ -51,9 +50,11 @@ class Teacher:
 
     def label(self, state: TeacherState, obs: dict, hidden: dict, keys: jax.Array, latents=()):
         """`(action labels, {name: latent}, hidden')`: the mean action, or with `from_sample` a
-        sample (one key per env), and the `latents` (`networks.latents.LatentSource`) asked for."""
+        sample (one key per env), as the env receives it (tanh of it for a `tanh_gaussian`
+        teacher), and the `latents` (`networks.latents.LatentSource`) asked for."""
         mean, std, hidden, estimates = self.actor.forward(state.params, state.normalizers, obs, hidden)
-        labels = jax.vmap(gaussian_sample)(keys, mean, std) if self.from_sample else mean
+        dist = self.actor.model.action_dist  # labels are actions as the env receives them
+        labels = dist.postprocess(jax.vmap(dist.sample)(keys, mean, std) if self.from_sample else mean)
         actor_input = self.actor.actor_input(state.normalizers, obs)
         values = {src.name: src.read(estimates, actor_input) for src in latents}
         return jax.lax.stop_gradient(labels), jax.lax.stop_gradient(values), hidden

@@ -27,28 +27,46 @@ def compute_gae(
     last_values: jax.Array,
     gamma: float,
     lam: float,
+    horizon: int | None = None,
+    masked: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """Advantages and returns for time-major `[T, N]` inputs, as a reverse `lax.scan`.
 
     delta_t = r_t + gamma (1 - d_t) V_{t+1} - V_t;  A_t = delta_t + gamma lam (1 - d_t) A_{t+1};
     R_t = A_t + V_t, with V_T = `last_values` ([N]).
+    `horizon` h: the sum restarts every h steps, the last step of each segment bootstrapping from
+    V(s_{t+1}) alone (brax's GAE over `unroll_length`-step trajectories); None: one segment.
+    `masked` ([T, N], 1 = masked): those steps get A = 0 and R = V and end the sum before them
+    (brax's time-out transitions with `bootstrap_on_timeout=False`; they must also be done).
     """
-    chex.assert_rank(rewards, 2)
-    chex.assert_equal_shape([rewards, values, dones])
-    chex.assert_shape(last_values, rewards.shape[1:])
     chex.assert_rank([rewards, values, dones, last_values], [2, 2, 2, 1])
     chex.assert_equal_shape([rewards, values, dones])
+    chex.assert_shape(last_values, rewards.shape[1:])
     not_done = 1.0 - dones.astype(rewards.dtype)
     next_values = jnp.concatenate([values[1:], last_values[None]], axis=0)
     deltas = rewards + gamma * not_done * next_values - values
+    carries = not_done * segment_continues(rewards.shape[0], horizon)[:, None]
+    if masked is not None:
+        chex.assert_equal_shape([rewards, masked])
+        keep = 1.0 - masked.astype(rewards.dtype)
+        deltas, carries = deltas * keep, carries * keep
 
     def backward(advantage, xs):
         delta, mask = xs
         advantage = delta + gamma * lam * mask * advantage
         return advantage, advantage
 
-    _, advantages = jax.lax.scan(backward, jnp.zeros_like(last_values), (deltas, not_done), reverse=True)
+    _, advantages = jax.lax.scan(backward, jnp.zeros_like(last_values), (deltas, carries), reverse=True)
     return advantages, advantages + values
+
+
+def segment_continues(steps: int, horizon: int | None) -> jax.Array:
+    """`[steps]`: 0 at the last step of every `horizon`-step segment, where GAE stops summing."""
+    if horizon is None:
+        return jnp.ones((steps,), jnp.float32)
+    if horizon < 1 or steps % horizon:
+        raise ValueError(f"gae_horizon={horizon} must be a positive divisor of the {steps} rollout steps")
+    return (jnp.arange(1, steps + 1) % horizon != 0).astype(jnp.float32)
 
 
 def normalize_advantages(advantages: jax.Array, axis_name: str | None = None) -> jax.Array:

@@ -29,6 +29,7 @@ def minibatch_indices(
     steps_per_env: int,
     num_mini_batches: int,
     first_env: jax.Array | int = 0,
+    segment_length: int = 1,
 ) -> jax.Array:
     """A fresh random partition of the columns, `[num_mini_batches, num_envs * steps_per_env // M]`.
 
@@ -39,7 +40,21 @@ def minibatch_indices(
     environment). So a minibatch is the union of its per-device parts and the whole update is
     the same on any number of devices; rsl_rl's single permutation of all samples is the
     unstratified version of this.
+
+    `segment_length` h > 1 partitions whole segments instead of single steps: the steps
+    [k h, (k + 1) h) of one environment always share a minibatch (brax's minibatches of
+    `unroll_length`-step trajectories; the segments are shuffled like the steps above).
     """
+    if steps_per_env % segment_length:
+        raise ValueError(f"segment_length={segment_length} must divide steps_per_env={steps_per_env}")
+    if segment_length > 1:
+        segments = minibatch_indices(
+            key, num_envs, steps_per_env // segment_length, num_mini_batches, first_env
+        )
+        first_step = (segments // num_envs) * segment_length
+        steps = first_step[..., None] + jnp.arange(segment_length)
+        columns = steps * num_envs + (segments % num_envs)[..., None]
+        return columns.reshape(num_mini_batches, -1)
     block = env_block_size(steps_per_env, num_mini_batches)
     if num_envs % block:
         raise ValueError(

@@ -23,6 +23,9 @@ class Transition:
     values: jax.Array  # [T, N] V(s_t)
     rewards: jax.Array  # [T, N]
     dones: jax.Array  # [T, N] float: 1 where the episode ended (terminated or truncated)
+    # [T, N] float: 1 where the episode hit its time limit; stored only when GAE masks time-outs
+    # (algorithm.timeout_bootstrap `none`), else None
+    truncated: Any = None
     # Recurrent policies: hidden state before the first step ([L, N, H] leaves), from which the
     # update re-runs the sequences; the states of later steps follow from it and `dones`.
     initial_hidden: Any = None

@@ -26,7 +26,7 @@ from strl_jax.envs.tasks import task_family
 from strl_jax.errors import ConfigError
 from strl_jax.networks.encoder_settings import check_encoder_settings
 from strl_jax.networks.mlp import ACTIVATIONS
-from strl_jax.networks.policy_classes import check_policy_stages, policy_class
+from strl_jax.networks.policy_classes import check_action_distribution, check_policy_stages, policy_class
 from strl_jax.user_functions import check_function_spec
 
 PRESET_PACKAGE = "strl_jax.presets"  # the top-level configs/ folder (pyproject.toml maps it)
@@ -301,6 +301,35 @@ def check_pretraining(cfg: TrainConfig) -> None:
         raise ConfigError("runner.pretrain_iterations trains one run; drop runner.num_seeds / sweep")
 
 
+def check_gae_segments(cfg: TrainConfig) -> None:
+    """`algorithm.gae_horizon` cuts the rollout into whole segments; trajectory minibatches share
+    them out evenly, and recurrent policies (whose minibatches are whole rollouts) take no cuts
+    of their minibatches."""
+    alg, steps = cfg.algorithm, cfg.runner.num_steps_per_env
+    horizon = steps if alg.gae_horizon is None else alg.gae_horizon
+    if horizon < 1 or steps % horizon:
+        raise ConfigError(
+            f"algorithm.gae_horizon={alg.gae_horizon} must be a positive divisor of "
+            f"runner.num_steps_per_env={steps} (or null: the whole rollout)"
+        )
+    if alg.minibatch_unit != "trajectory":
+        return
+    if policy_class(cfg.policy.class_name).recurrent:
+        if horizon != steps:
+            raise ConfigError(
+                f"algorithm.minibatch_unit=trajectory with a recurrent policy takes whole rollouts: "
+                f"algorithm.gae_horizon={alg.gae_horizon} must be null or runner.num_steps_per_env={steps}"
+            )
+        return
+    segments = cfg.env.num_envs * (steps // horizon)
+    if segments % alg.num_mini_batches:
+        raise ConfigError(
+            f"algorithm.minibatch_unit=trajectory: algorithm.num_mini_batches={alg.num_mini_batches} "
+            f"must divide the {segments} segments (env.num_envs * runner.num_steps_per_env / "
+            f"algorithm.gae_horizon)"
+        )
+
+
 def validate_config(cfg: TrainConfig) -> None:
     """Checks that need more than types: choices and divisibility."""
     task_family(cfg.env.task)  # a ConfigError listing the Brax and Playground tasks
@@ -311,10 +340,13 @@ def validate_config(cfg: TrainConfig) -> None:
         "policy.rnn_type": (cfg.policy.rnn_type, ["lstm", "gru"]),
         "algorithm.schedule": (cfg.algorithm.schedule, ["fixed", "adaptive"]),
         "algorithm.optimizer": (cfg.algorithm.optimizer, ["adam", "adamw", "sgd"]),
-        "algorithm.timeout_bootstrap": (cfg.algorithm.timeout_bootstrap, ["final_obs", "rsl_rl"]),
+        "algorithm.timeout_bootstrap": (cfg.algorithm.timeout_bootstrap, ["final_obs", "rsl_rl", "none"]),
+        "algorithm.minibatch_unit": (cfg.algorithm.minibatch_unit, ["transition", "trajectory"]),
+        "runner.normalizer_update": (cfg.runner.normalizer_update, ["after", "before"]),
         "policy.noise_std_type": (cfg.policy.noise_std_type, ["scalar", "log"]),
         "runner.logger": (cfg.runner.logger, ["tensorboard", "wandb", "neptune"]),
         "runner.sweep_mode": (cfg.runner.sweep_mode, ["grid", "zip"]),
+        "env.auto_reset": (cfg.env.auto_reset, ["pool", "in_step"]),
     }
     for key, (value, valid) in choices.items():
         if value not in valid:
@@ -324,6 +356,7 @@ def validate_config(cfg: TrainConfig) -> None:
     check_policy_stages(cfg.policy)  # class name, estimator / adaptor settings
     check_encoder_settings(cfg.policy)
     check_deterministic_policy(cfg)
+    check_action_distribution(cfg, active_parts(cfg))
     sweep_settings(cfg)  # swept fields exist, are numbers, and have lists of values
     check_pretraining(cfg)
     check_algorithm_config(cfg)  # the checks of the algorithm's parts (teacher, discriminator, ...)
@@ -347,6 +380,7 @@ def validate_config(cfg: TrainConfig) -> None:
     for key, value in positive.items():
         if value < 1:
             raise ConfigError(f"{key} must be at least 1, got {value}")
+    check_gae_segments(cfg)
     if not algorithm_spec(cfg.algorithm.class_name).minibatched:
         return  # e.g. Distillation: the update walks the whole rollout in time order
     if policy_class(cfg.policy.class_name).recurrent:

@@ -34,6 +34,10 @@ class EnvConfig:
     # MuJoCo Playground tasks only: each env gets its own physics drawn by the task's randomiser
     # (friction, masses, ...) once at the start of the run, as Playground's training does.
     domain_randomization: bool = True
+    # Where a finished training env's fresh initial state comes from: "pool" (drawn ahead, between
+    # iterations, by a separately compiled reset: the iteration does not compile the env's reset)
+    # or "in_step" (the step resets it). Both give each episode its own random initial state.
+    auto_reset: str = "pool"
     # MuJoCo Playground rough-terrain tasks: terrain heights on a grid around the base (legged_gym's
     # `measured_heights`) appended to groups as the component `height_scan`; {} is off. Keys:
     # `groups` (default [critic]) and the fields of strl_jax.envs.height_scan.HeightScanSpec.
@@ -62,8 +66,11 @@ class PolicyConfig:
     actor_hidden_dims: tuple[int, ...] = (256, 256, 256)
     critic_hidden_dims: tuple[int, ...] = (256, 256, 256)
     activation: str = "elu"
-    init_noise_std: float = 1.0
+    init_noise_std: float = 1.0  # the initial action std (tanh_gaussian: of the Gaussian before tanh)
     noise_std_type: str = "scalar"
+    # gaussian: rsl_rl's, one learned std per action, the env clips actions; tanh_gaussian: brax's
+    # NormalTanhDistribution, the actor also outputs the std (softplus + 0.001), actions = tanh(sample)
+    distribution: str = "gaussian"
     # ActorCriticRecurrent only (st_rl names)
     rnn_type: str = "lstm"
     rnn_hidden_size: int = 256
@@ -140,7 +147,16 @@ class AlgorithmConfig:
     desired_kl: float = 0.01
     normalize_advantage_per_mini_batch: bool = False
     clip_min_std: float | None = None
-    timeout_bootstrap: str = "final_obs"  # or "rsl_rl": gamma * V(s_t) on time-outs
+    # final_obs: gamma * V(final observation) on time-outs; rsl_rl: gamma * V(s_t); none: brax's
+    # bootstrap_on_timeout=False, the time-out step is masked (advantage 0, return = its value)
+    timeout_bootstrap: str = "final_obs"
+    # GAE restarts every gae_horizon steps, bootstrapping from V(s_{t+h}) (brax's unroll_length);
+    # None: one GAE over the whole num_steps_per_env rollout. Must divide num_steps_per_env.
+    gae_horizon: int | None = None
+    # feed-forward minibatches of shuffled transitions, or of whole gae_horizon-step segments
+    # (`trajectory`, brax's batch_size trajectories of unroll_length); recurrent policies always
+    # take whole num_steps_per_env rollouts
+    minibatch_unit: str = "transition"
     reward_scale: float = 1.0  # multiplies rewards used for learning, not the logged returns
     # TPPO and Distillation
     teacher_policy: TeacherPolicyConfig = field(default_factory=TeacherPolicyConfig)
@@ -202,6 +218,9 @@ class RunnerConfig:
     num_steps_per_env: int = 24
     max_iterations: int = 1500
     empirical_normalization: bool = True
+    # when the observation normalisers absorb a rollout: `after` its update (the next update's first
+    # ratio is exactly 1, rsl_rl) or `before` it (brax: the update already sees the new statistics)
+    normalizer_update: str = "after"
     normalizer_until: float | None = None
     log_interval: int = 1  # iterations between metrics.jsonl / TensorBoard rows
     print_interval: int = 10  # iterations between console summaries

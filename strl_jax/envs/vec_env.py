@@ -8,6 +8,17 @@ Brax's own AutoResetWrapper (and Playground's by default) restarts a finished ep
 cached first state. Here every finished episode starts from a new `env.reset` with its own key,
 time-outs are reported as `truncated` (not as terminations), and the observation reached by the
 step that ended an episode is kept as `final_obs` so that the learner can bootstrap from its value.
+
+Where the fresh state comes from is `VecEnv.auto_reset`:
+- `"in_step"`: the step resets the finished envs itself, so every program that steps the env
+  also compiles the env's reset.
+- `"pool"`: each env holds one fresh initial state (`EnvState.pool`) drawn ahead by
+  `refresh_pool`, a separate program run between iterations; the step only selects the pool row
+  of a finished env. Rows are drawn with the same keys `"in_step"` would use, so both give the
+  same episodes as long as no env finishes twice between refreshes; an env that does restarts
+  from the same pool state again.
+- `"none"`: finished envs stay where they were before the finishing step (evaluation counts each
+  env's first episode only).
 """
 
 from __future__ import annotations
@@ -22,13 +33,16 @@ import jax.numpy as jnp
 from flax import struct
 
 from strl_jax.collectives import env_keys
-from strl_jax.masked_rows import reserved_rows, where_rows
+from strl_jax.errors import ConfigError
+from strl_jax.masked_rows import reserved_rows, select_rows, where_rows
 
 Observation = dict[str, jax.Array]
 # Stream of `fold_in(reset key, ...)` that draws each env's physics (domain randomisation).
 PHYSICS_STREAM = 0x5EED
 # Stream of `fold_in(reset key, ...)` that draws each env's first episode step (random starts).
 EPISODE_START_STREAM = 0xE9
+# Where a finished env's next initial state comes from (see the module docstring).
+AUTO_RESETS = ("pool", "in_step", "none")
 
 
 @struct.dataclass
@@ -39,6 +53,10 @@ class EnvState:
     step_count: jax.Array  # [N] int32 steps taken in the current episode
     reset_key: jax.Array  # [N] PRNG keys, advanced each time that env resets
     physics: Any = struct.field(default_factory=dict)  # [N, ...] per-env model fields (randomised)
+    # auto_reset="pool": [N] the initial state each env restarts from next, and whether a finished
+    # episode took it since the last `refresh_pool` (None with the other modes)
+    pool: Any = None
+    pool_used: jax.Array | None = None
 
 
 @struct.dataclass
@@ -101,6 +119,11 @@ class VecEnv:
     # components that are images: name -> (channels, height, width) of the flat component (row-major)
     component_shapes: dict[str, tuple[int, ...]] = struct.field(pytree_node=False, default_factory=dict)
     task: str = struct.field(pytree_node=False, default="")
+    auto_reset: str = struct.field(pytree_node=False, default="in_step")  # one of AUTO_RESETS
+
+    def __post_init__(self) -> None:
+        if self.auto_reset not in AUTO_RESETS:
+            raise ConfigError(f"auto_reset={self.auto_reset!r}: expected one of {', '.join(AUTO_RESETS)}")
 
     @property
     def action_size(self) -> int:
@@ -172,7 +195,31 @@ class VecEnv:
             reset_key=keys[:, 1],
             physics=physics,
         )
+        if self.auto_reset == "pool":
+            # a stand-in marked used: the first `refresh_pool` draws every row (not compiled here)
+            state = state.replace(pool=brax_state, pool_used=jnp.ones((self.num_envs,), bool))
         return state, self.observe(brax_state)
+
+    def _fresh_rows(self, mask: jax.Array, reset_key: jax.Array, physics: dict, otherwise: Any):
+        """`(states, reset keys')`: a new initial state for the `mask`ed envs (each from its own
+        next key), `otherwise` elsewhere. A reset costs about a step, so only masked rows reset."""
+        split = jax.vmap(jax.random.split)(reset_key)
+        states = where_rows(
+            mask,
+            lambda rows: cast_like(strong_types(jax.vmap(self._reset_single)(*rows)), otherwise),
+            (split[:, 1], physics),
+            otherwise,
+            reserved_rows(self.num_envs, 1 / 8),
+        )
+        return strong_types(states), jnp.where(mask[:, None], split[:, 0], reset_key)
+
+    def refresh_pool(self, state: EnvState) -> EnvState:
+        """Draw a new pool state for every env whose pool state a finished episode took (a
+        program of its own, run between iterations; a no-op without a pool)."""
+        if state.pool is None:
+            return state
+        pool, reset_key = self._fresh_rows(state.pool_used, state.reset_key, state.physics, state.pool)
+        return state.replace(pool=pool, reset_key=reset_key, pool_used=jnp.zeros_like(state.pool_used))
 
     def random_episode_starts(
         self, state: EnvState, key: jax.Array, first_env: jax.Array | int = 0
@@ -186,7 +233,8 @@ class VecEnv:
         return state.replace(step_count=jax.vmap(draw)(keys))
 
     def step(self, state: EnvState, action: jax.Array) -> tuple[EnvState, StepResult]:
-        """Advance every environment; finished ones restart from a fresh random state."""
+        """Advance every environment; finished ones restart from a fresh random state (from the
+        pool with `auto_reset="pool"`; not at all with `"none"`)."""
         chex.assert_shape(action, (self.num_envs, self.action_size))
         if self.clip_actions is not None:
             action = jnp.clip(action, -self.clip_actions, self.clip_actions)
@@ -198,22 +246,19 @@ class VecEnv:
         finished = terminated | truncated
         final_obs = self.observe(stepped)
 
-        # Finished envs restart from a fresh random state; a reset costs about a step, so only the
-        # finished envs' rows are reset (`where_rows`), not all of them.
-        split = jax.vmap(jax.random.split)(state.reset_key)
-        brax_state = where_rows(
-            finished,
-            lambda rows: cast_like(strong_types(jax.vmap(self._reset_single)(*rows)), stepped),
-            (split[:, 1], state.physics),
-            stepped,
-            reserved_rows(self.num_envs, 1 / 8),
-        )
-        reset_key = jnp.where(finished[:, None], split[:, 0], state.reset_key)
-        new_state = EnvState(
-            brax_state=strong_types(brax_state),
+        reset_key, pool_used = state.reset_key, state.pool_used
+        if self.auto_reset == "in_step":
+            brax_state, reset_key = self._fresh_rows(finished, reset_key, state.physics, stepped)
+        elif self.auto_reset == "pool":
+            brax_state = select_rows(finished, state.pool, stepped)
+            pool_used = pool_used | finished
+        else:  # "none": a finished env stays before its last step, so its state stays finite
+            brax_state = select_rows(finished, state.brax_state, stepped)
+        new_state = state.replace(
+            brax_state=brax_state,
             step_count=jnp.where(finished, 0, step_count),
             reset_key=reset_key,
-            physics=state.physics,
+            pool_used=pool_used,
         )
         result = StepResult(
             obs=self.observe(brax_state),

@@ -14,7 +14,6 @@ import jax
 import jax.numpy as jnp
 
 from strl_jax.networks.estimators import StageUnits, raw_estimates
-from strl_jax.networks.gaussian import gaussian_sample
 from strl_jax.networks.normalizer import NormalizerState, normalize
 from strl_jax.networks.policy import Hidden, PolicyModel, reset_hidden_groups
 
@@ -75,11 +74,18 @@ class Actor:
         c = self.clip_actions
         return actions if c is None else jnp.clip(actions, -c, c)
 
+    def mode(self, mean: jax.Array) -> jax.Array:
+        """The clipped deterministic action for the distribution's mean (tanh(mean) when squashed)."""
+        return self.clip(self.model.action_dist.mode(mean))
+
     def act(self, params: Any, normalizers: dict, obs: dict, hidden: Hidden, keys: jax.Array | None = None):
-        """`(clipped action, hidden')`: the mean, or with `keys` (one per env) a Gaussian sample."""
+        """`(clipped action, hidden')`: the mode, or with `keys` (one per env) a sample, each as the
+        env receives it."""
         mean, std, hidden = self.distribution(params, normalizers, obs, hidden)
-        actions = mean if keys is None else jax.vmap(gaussian_sample)(keys, mean, std)
-        return self.clip(actions), hidden
+        if keys is None:
+            return self.mode(mean), hidden
+        dist = self.model.action_dist
+        return self.clip(dist.postprocess(jax.vmap(dist.sample)(keys, mean, std))), hidden
 
 
 def make_actor(model: PolicyModel, cfg: Any, obs_group: str = ACTOR_INPUT) -> Actor:

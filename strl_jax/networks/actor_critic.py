@@ -1,4 +1,5 @@
-"""Feed-forward actor-critic with a state-independent Gaussian std (rsl_rl's ActorCritic)."""
+"""Feed-forward actor-critic (rsl_rl's ActorCritic): a state-independent Gaussian std, or brax's
+state-dependent std for the tanh-squashed Gaussian (`policy.distribution`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import jax.numpy as jnp
 
 from strl_jax.networks.encoded_inputs import EncoderSpec, embed
 from strl_jax.networks.estimators import Stage, StageSpec, StageUnits, run_stages
+from strl_jax.networks.gaussian import GAUSSIAN, ActionDistribution, tanh_std, tanh_std_bias
 from strl_jax.networks.mlp import MLP
 
 NOISE_STD_TYPES = ("scalar", "log")
@@ -41,10 +43,41 @@ def std_from_parameter(param: jax.Array, noise_std_type: str, shape: tuple[int, 
     return jnp.broadcast_to(std, shape)
 
 
+def setup_actor_head(module: nn.Module) -> None:
+    """The actor MLP and the std's parameters of both actor-critics (call from `setup`).
+
+    `gaussian`: the MLP outputs the mean, the std is a learned parameter per action dimension.
+    `tanh_gaussian` (brax): the MLP outputs the mean and a std pre-activation per action
+    dimension; `init_noise_std` is the initial std, through the pre-activation's initial bias.
+    """
+    dims = tuple(module.actor_hidden_dims)
+    if ActionDistribution(module.action_distribution).squashed:
+        a = module.action_dim
+
+        def bias(_key, shape, dtype=jnp.float32):
+            std_bias = jnp.full((a,), tanh_std_bias(module.init_noise_std), dtype)
+            return jnp.concatenate([jnp.zeros((shape[0] - a,), dtype), std_bias])
+
+        module.actor = MLP(dims, 2 * a, module.activation, 0.01, bias)
+        return
+    module.actor = MLP(dims, module.action_dim, module.activation, 0.01)
+    module.std_param = std_parameter(module)
+
+
+def actor_head(module: nn.Module, features: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """`(mean, std)` of the action distribution from the actor's input features."""
+    out = module.actor(features)
+    if ActionDistribution(module.action_distribution).squashed:
+        mean, pre_std = jnp.split(out, 2, axis=-1)
+        return mean, tanh_std(pre_std)
+    return out, std_from_parameter(module.std_param, module.noise_std_type, out.shape)
+
+
 class ActorCritic(nn.Module):
     """Actor MLP -> action mean, critic MLP -> value, one learned std per action dimension.
 
-    `noise_std_type="scalar"` learns the std directly, `"log"` learns its logarithm.
+    `noise_std_type="scalar"` learns the std directly, `"log"` learns its logarithm;
+    `action_distribution="tanh_gaussian"`: the actor also outputs the std (`setup_actor_head`).
     """
 
     action_dim: int
@@ -53,15 +86,15 @@ class ActorCritic(nn.Module):
     activation: str = "elu"
     init_noise_std: float = 1.0
     noise_std_type: str = "scalar"
+    action_distribution: str = GAUSSIAN  # or TANH_GAUSSIAN (networks.gaussian.ActionDistribution)
     stages: tuple[StageSpec, ...] = ()  # estimator / adaptor before the actor (StateAc)
     encoders: tuple[EncoderSpec, ...] = ()  # components of the policy group embedded by encoders
     critic_encoders: tuple[EncoderSpec, ...] = ()  # ... of the critic group
     shared_critic_encoders: bool = False  # the critic applies the actor's encoders (st_rl "shared")
 
     def setup(self) -> None:
-        self.actor = MLP(tuple(self.actor_hidden_dims), self.action_dim, self.activation, 0.01)
+        setup_actor_head(self)
         self.critic = MLP(tuple(self.critic_hidden_dims), 1, self.activation, 1.0)
-        self.std_param = std_parameter(self)
         self.stage = {s.name: Stage(s) for s in self.stages}
         setup_encoders(self)
 
@@ -76,8 +109,7 @@ class ActorCritic(nn.Module):
         """`(mean, std, hidden, estimates)`: the stages (`networks.estimators`), then the actor."""
         x, hidden, estimates = run_stages(self.stage, self.stages, policy_obs, hidden, draws, units)
         x, latents = embed(x, self.encoders, self.encoder)
-        mean = self.actor(x)
-        std = std_from_parameter(self.std_param, self.noise_std_type, mean.shape)
+        mean, std = actor_head(self, x)
         return mean, std, hidden, {**estimates, **latents}
 
     def distribution(self, policy_obs: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -107,7 +139,10 @@ def embed_critic(module: nn.Module, critic_obs: jax.Array) -> jax.Array:
 def clamp_std(params: dict, noise_std_type: str, min_std: float | None) -> dict:
     """Apply after every update: the std never falls below st_rl's `clip_min_std`, and never below
     `MIN_STD` (a std of zero or less has no Gaussian; rsl_rl's `Normal` would raise), for both
-    `noise_std_type`s."""
+    `noise_std_type`s. A state-dependent std (`tanh_gaussian`) has no parameter to clamp: its
+    floor is brax's `min_std`."""
+    if "std" not in params["params"] and "log_std" not in params["params"]:
+        return params
     floor = MIN_STD if min_std is None else max(float(min_std), MIN_STD)
     inner = dict(params["params"])
     if noise_std_type == "scalar":

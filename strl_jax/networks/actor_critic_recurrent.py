@@ -7,9 +7,10 @@ from collections.abc import Sequence
 import flax.linen as nn
 import jax
 
-from strl_jax.networks.actor_critic import embed_critic, setup_encoders, std_from_parameter, std_parameter
+from strl_jax.networks.actor_critic import actor_head, embed_critic, setup_actor_head, setup_encoders
 from strl_jax.networks.encoded_inputs import EncoderSpec, embed
 from strl_jax.networks.estimators import Stage, StageSpec, StageUnits, run_stages
+from strl_jax.networks.gaussian import GAUSSIAN
 from strl_jax.networks.memory import Memory
 from strl_jax.networks.mlp import MLP
 
@@ -23,6 +24,7 @@ class ActorCriticRecurrent(nn.Module):
     activation: str = "elu"
     init_noise_std: float = 1.0
     noise_std_type: str = "scalar"
+    action_distribution: str = GAUSSIAN  # or TANH_GAUSSIAN (networks.gaussian.ActionDistribution)
     rnn_type: str = "lstm"
     rnn_hidden_size: int = 256
     rnn_num_layers: int = 1
@@ -34,9 +36,8 @@ class ActorCriticRecurrent(nn.Module):
     def setup(self) -> None:
         self.memory_a = Memory(self.rnn_type, self.rnn_hidden_size, self.rnn_num_layers)
         self.memory_c = Memory(self.rnn_type, self.rnn_hidden_size, self.rnn_num_layers)
-        self.actor = MLP(tuple(self.actor_hidden_dims), self.action_dim, self.activation, 0.01)
+        setup_actor_head(self)
         self.critic = MLP(tuple(self.critic_hidden_dims), 1, self.activation, 1.0)
-        self.std_param = std_parameter(self)
         memory = dict(rnn_type=self.rnn_type, rnn_hidden_size=self.rnn_hidden_size)
         self.stage = {s.name: Stage(s, **memory, rnn_num_layers=self.rnn_num_layers) for s in self.stages}
         setup_encoders(self)
@@ -57,8 +58,7 @@ class ActorCriticRecurrent(nn.Module):
         for s in self.stages:
             if s.reads_actor_memory:
                 estimates[s.name] = self.stage[s.name](features, None)[0]
-        mean = self.actor(features)
-        std = std_from_parameter(self.std_param, self.noise_std_type, mean.shape)
+        mean, std = actor_head(self, features)
         return mean, std, hidden, {**estimates, **latents}
 
     def value(self, critic_obs: jax.Array, hidden_c):

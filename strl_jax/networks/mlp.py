@@ -44,6 +44,7 @@ class MLP(nn.Module):
     output_dim: int
     activation: str = "elu"
     output_scale: float = 1.0
+    output_bias_init: Callable = nn.initializers.zeros  # (key, shape, dtype) -> the output layer's bias
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -51,4 +52,4 @@ class MLP(nn.Module):
         for i, width in enumerate(self.hidden_dims):
             x = act(nn.Dense(width, name=f"hidden_{i}")(x))
         init = nn.initializers.variance_scaling(self.output_scale, "fan_avg", "uniform")
-        return nn.Dense(self.output_dim, kernel_init=init, name="output")(x)
+        return nn.Dense(self.output_dim, kernel_init=init, bias_init=self.output_bias_init, name="output")(x)

@@ -27,6 +27,7 @@ from strl_jax.networks.estimators import (
     measured_indices,
     stage_units,
 )
+from strl_jax.networks.gaussian import ActionDistribution
 from strl_jax.networks.memory import initial_hidden, reset_hidden
 from strl_jax.networks.policy_classes import policy_class, resolve_stages
 
@@ -58,6 +59,11 @@ class PolicyModel:
     @property
     def noise_std_type(self) -> str:
         return self.module.noise_std_type
+
+    @property
+    def action_dist(self) -> ActionDistribution:
+        """How actions, log-probabilities and entropies follow from `(mean, std)`."""
+        return ActionDistribution(self.module.action_distribution)
 
     @property
     def stages(self) -> tuple[StageSpec, ...]:
@@ -194,6 +200,7 @@ def make_policy_model(
         activation=cfg.activation,
         init_noise_std=cfg.init_noise_std,
         noise_std_type=cfg.noise_std_type,
+        action_distribution=cfg.distribution,
         stages=resolve_stages(cfg, spec, components),
         encoders=encoders,
         critic_encoders=critic_encoders,

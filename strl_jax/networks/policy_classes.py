@@ -16,6 +16,7 @@ from typing import Any
 
 from strl_jax.errors import ConfigError
 from strl_jax.networks.estimators import StageSpec
+from strl_jax.networks.gaussian import DISTRIBUTIONS, GAUSSIAN, TANH_GAUSSIAN, TANH_MIN_STD
 from strl_jax.networks.mlp import ACTIVATIONS
 
 ADAPTOR, ESTIMATOR = "adaptor", "estimator"
@@ -155,6 +156,59 @@ def check_policy_stages(cfg: Any) -> None:
                 f"policy.{set_keys[0]} is set but policy.class_name {cfg.class_name} has no {name}; "
                 f"classes with one: {having}"
             )
+
+
+# The parts that work with a tanh-squashed policy: they neither replace, mirror nor compare actions.
+TANH_GAUSSIAN_PARTS = ("estimator", "rnd")
+_TANH_REFUSED = {  # part -> (the setting that adds it, what it does with actions)
+    "teacher": ("algorithm.class_name", "pulls the action mean towards a teacher's actions"),
+    "amp": ("algorithm.class_name", "compares action means with motion labels"),
+    "symmetry": ("algorithm.symmetry_cfg", "mirrors actions and action means"),
+}
+
+
+def check_action_distribution(cfg: Any, parts: tuple[str, ...]) -> None:
+    """`policy.distribution` (`networks.gaussian.ActionDistribution`) against the run's other
+    settings; `parts` are the algorithm's active parts. `tanh_gaussian` learns in pre-tanh
+    coordinates, so whatever treats the action mean as an action, or the std as a parameter, is
+    refused by name."""
+    policy = cfg.policy
+    if policy.distribution not in DISTRIBUTIONS:
+        raise ConfigError(
+            f"unknown policy.distribution {policy.distribution!r}; valid choices: {list(DISTRIBUTIONS)}"
+        )
+    if policy.distribution == GAUSSIAN:
+        return
+    where = f"policy.distribution={TANH_GAUSSIAN}"
+    for part in parts:
+        if part not in TANH_GAUSSIAN_PARTS:
+            setting, why = _TANH_REFUSED.get(part, ("algorithm.class_name", "reads actions"))
+            value = cfg.algorithm.class_name if setting == "algorithm.class_name" else "set"
+            raise ConfigError(
+                f"{where} does not combine with {setting}={value} (its {part} part {why} in action "
+                f"space, the policy's mean is pre-tanh); with {TANH_GAUSSIAN} use algorithm.class_name "
+                f"PPO or EstimatorPPO (algorithm.rnd_cfg allowed), or policy.distribution={GAUSSIAN}"
+            )
+    if policy.noise_std_type != "scalar":
+        raise ConfigError(
+            f"policy.noise_std_type={policy.noise_std_type} applies to the learned std of "
+            f"policy.distribution={GAUSSIAN}; {where} outputs its std (leave noise_std_type=scalar)"
+        )
+    if cfg.algorithm.clip_min_std is not None:
+        raise ConfigError(
+            f"algorithm.clip_min_std clamps the learned std of policy.distribution={GAUSSIAN}; {where} "
+            f"outputs its std, which never falls below {TANH_MIN_STD} (set clip_min_std to null)"
+        )
+    if cfg.runner.pretrain_iterations > 0:
+        raise ConfigError(
+            f"runner.pretrain_iterations replays dataset actions, whose pre-tanh samples {where} would "
+            "need; use policy.distribution=gaussian for pretraining"
+        )
+    if not policy.init_noise_std > TANH_MIN_STD:
+        raise ConfigError(
+            f"policy.init_noise_std must exceed {TANH_MIN_STD} (brax's min std) with {where}, got "
+            f"{policy.init_noise_std}"
+        )
 
 
 def mlp_kwargs(kwargs: dict, where: str) -> dict:

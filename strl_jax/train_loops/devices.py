@@ -90,6 +90,9 @@ class ShardedPrograms:
     rollout_sharding: Any  # pytree of NamedSharding like the RolloutState
     # `(train_state, rollout_state, dataset arrays)`: an iteration on demonstration data, or None
     pretrain: Any = None
+    # the donating `rollout_state -> rollout_state` that draws the env's initial-state pool before
+    # each env iteration (`VecEnv.refresh_pool`), or None when the env resets in its step
+    refresh: Any = None
 
 
 def shard_programs(learner: Any, cfg: TrainConfig, mesh: Mesh) -> ShardedPrograms:
@@ -120,9 +123,19 @@ def shard_programs(learner: Any, cfg: TrainConfig, mesh: Mesh) -> ShardedProgram
         init=init,
         iteration=iteration,
         pretrain=pretrain,
+        refresh=refresh_program(local.refresh_pool, learner.env, mesh, rollout_spec),
         train_sharding=jax.tree.map(lambda _: named(REPLICATED), train_abs),
         rollout_sharding=jax.tree.map(named, rollout_spec, is_leaf=lambda x: isinstance(x, PartitionSpec)),
     )
+
+
+def refresh_program(refresh: Any, env: Any, mesh: Mesh, rollout_spec: Any) -> Any:
+    """The sharded, donating pool refresh (each device draws its own envs' rows), or None when
+    `env` resets in its step."""
+    if env.auto_reset != "pool":
+        return None
+    fn = jax.shard_map(refresh, mesh=mesh, in_specs=(rollout_spec,), out_specs=rollout_spec, check_vma=False)
+    return jax.jit(fn, donate_argnums=0)
 
 
 # What `runner.debug=true` checks inside the iteration: every NaN a primitive produces, divisions

@@ -62,7 +62,7 @@ from strl_jax.envs.vec_env import VecEnv
 from strl_jax.masked_rows import reserved_rows, where_rows
 from strl_jax.networks.acting import Actor
 from strl_jax.networks.actor_critic import clamp_std
-from strl_jax.networks.gaussian import gaussian_entropy, gaussian_kl, gaussian_log_prob, gaussian_sample
+from strl_jax.networks.gaussian import gaussian_log_prob
 from strl_jax.networks.normalizer import init_normalizer, normalize, update_normalizer
 from strl_jax.networks.policy import PolicyModel, reset_hidden_groups
 from strl_jax.train_loops.evaluation import deterministic_episodes
@@ -70,6 +70,7 @@ from strl_jax.train_loops.state import RolloutState, TrainState
 
 POLICY = "policy"  # the policy's key among the trainable parameters
 RESAMPLE_STREAM = 0x5E5A  # folded into a minibatch's key for `hidden_state_resample_prob`
+ENTROPY_STREAM = 0xE7A0  # ... for the entropy estimate of a squashed distribution
 
 
 def timeout_rows(num_envs: int, episode_length: int) -> int:
@@ -134,6 +135,11 @@ class Learner:
     @property
     def normalize_obs(self) -> bool:
         return self.cfg.runner.empirical_normalization
+
+    @property
+    def masks_timeouts(self) -> bool:
+        """brax's `bootstrap_on_timeout=False`: time-out steps are masked out of GAE."""
+        return self.cfg.algorithm.timeout_bootstrap == "none"
 
     def env_ids(self) -> jax.Array:
         """Global indices of this device's environments."""
@@ -304,7 +310,9 @@ class Learner:
             axis_name=self.axis_name,
         )
         # st_rl's DeterministicPolicyMixin executes the mean (parts such as TPPO may still replace it)
-        actions = mean if self.model.deterministic else jax.vmap(gaussian_sample)(sample_keys, mean, std)
+        dist = self.model.action_dist
+        raw = mean if self.model.deterministic else jax.vmap(dist.sample)(sample_keys, mean, std)
+        actions = dist.postprocess(raw)
         acted = {}
         for p in self.parts:
             name = p.name
@@ -315,8 +323,10 @@ class Learner:
         if cfg.algorithm.timeout_bootstrap == "final_obs":
             # The critic's memory has seen obs_t; the final observation is its next input.
             bootstrap_values = self.timeout_values(params, normalizers, res.final_obs, hidden, res.truncated)
-        else:
+        elif cfg.algorithm.timeout_bootstrap == "rsl_rl":
             bootstrap_values = values
+        else:  # "none": GAE masks the time-out step instead (`compute_gae`'s `masked`)
+            bootstrap_values = jnp.zeros_like(values)
         done = res.terminated | res.truncated
         env_step = EnvStep(obs=res.obs, final_obs=res.final_obs, reward=res.reward, done=done)
         reward = res.reward * cfg.algorithm.reward_scale
@@ -331,15 +341,17 @@ class Learner:
                 out.sums,
             )
         rewards = bootstrap_timeouts(reward, res.truncated, bootstrap_values, cfg.algorithm.gamma)
+        stored = raw if dist.squashed else actions  # what the update's log-probability reads
         transition = Transition(
             obs=self.policy_groups(rs.obs),
-            actions=actions,
-            log_prob=gaussian_log_prob(actions, mean, std),
+            actions=stored,
+            log_prob=dist.log_prob(stored, mean, std),
             mean=mean,
             std=std,
             values=values,
             rewards=rewards,
             dones=done.astype(jnp.float32),
+            truncated=res.truncated.astype(jnp.float32) if self.masks_timeouts else None,
             draws=draws,
             parts=fields,
         )
@@ -367,6 +379,11 @@ class Learner:
             dataset=rs.dataset,
         )
         return rs, transition, sums
+
+    def refresh_pool(self, rollout_state: RolloutState) -> RolloutState:
+        """New initial states for the envs whose pool state the last rollout used (`VecEnv`'s
+        `auto_reset="pool"`): compiled apart from the iteration, run before each env iteration."""
+        return rollout_state.replace(env_state=self.env.refresh_pool(rollout_state.env_state))
 
     def rollout(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
         """`num_steps_per_env` vmapped env steps with the current policy, as a `lax.scan`.
@@ -400,6 +417,7 @@ class Learner:
         units=None,
         resample=None,
         normalizers=None,
+        entropy_key=None,
     ):
         """Weighted loss of one minibatch of `[T, B]` steps; aux: `(losses, metrics, mean, std)`.
 
@@ -408,6 +426,7 @@ class Learner:
         The parts' `augment` may append columns (rsl_rl's symmetry): the surrogate and value terms
         average over all of them, the entropy and the returned `(mean, std)` (the KL) see the
         original `B` (advantages are normalised per minibatch before augmenting, as in rsl_rl).
+        `entropy_key`: the sample of a squashed distribution's entropy estimate (brax's).
         """
         alg = self.cfg.algorithm
         if self.update_rule.ppo_terms and alg.normalize_advantage_per_mini_batch:
@@ -423,9 +442,10 @@ class Learner:
         chex.assert_equal_shape([values, batch.returns])
         losses, coefs, metrics = {}, {}, {}
         if self.update_rule.ppo_terms:
-            entropy = jnp.mean(gaussian_entropy(std[:, :originals]))
+            dist = self.model.action_dist
+            entropy = jnp.mean(dist.entropy(mean[:, :originals], std[:, :originals], entropy_key))
             surrogate = surrogate_loss(
-                gaussian_log_prob(batch.actions, mean, std),
+                dist.log_prob(batch.actions, mean, std),
                 batch.old_log_prob,
                 batch.advantages,
                 alg.clip_param,
@@ -482,6 +502,7 @@ class Learner:
         units=None,
         resample=None,
         normalizers=None,
+        entropy_key=None,
     ):
         """Adaptive lr from the KL to the acting policy, then one clipped optimiser step.
 
@@ -491,9 +512,9 @@ class Learner:
         trainable, opt_state, lr = carry
         alg = self.cfg.algorithm
         grads, (losses, metrics, mean, std) = jax.grad(self.loss, has_aux=True)(
-            trainable, batch, iteration, train_parts, inputs, units, resample, normalizers
+            trainable, batch, iteration, train_parts, inputs, units, resample, normalizers, entropy_key
         )
-        kl_mean = jnp.mean(gaussian_kl(batch.old_mean, batch.old_std, mean, std))
+        kl_mean = jnp.mean(self.model.action_dist.kl(batch.old_mean, batch.old_std, mean, std))
         grads, kl_mean, losses, metrics = pmean((grads, kl_mean, losses, metrics), self.axis_name)
         if alg.schedule == "adaptive":
             lr = adaptive_learning_rate(lr, kl_mean, alg.desired_kl)
@@ -530,7 +551,14 @@ class Learner:
         alg = self.cfg.algorithm
         if self.update_rule.ppo_terms:
             advantages, returns = compute_gae(
-                transitions.rewards, transitions.values, transitions.dones, last_values, alg.gamma, alg.lam
+                transitions.rewards,
+                transitions.values,
+                transitions.dones,
+                last_values,
+                alg.gamma,
+                alg.lam,
+                alg.gae_horizon,
+                transitions.truncated,
             )
             if not alg.normalize_advantage_per_mini_batch:
                 advantages = normalize_advantages(advantages, self.axis_name)
@@ -565,6 +593,9 @@ class Learner:
         # each env contributes one column per stored rollout (global index env * chunks + k).
         steps = transitions.rewards.shape[0]
         steps_per_env = 1 if self.model.recurrent else steps
+        # `trajectory`: whole gae_horizon-step segments of one env share a minibatch
+        trajectories = alg.minibatch_unit == "trajectory" and not self.model.recurrent
+        segment = (alg.gae_horizon or steps) if trajectories else 1
         chunks = self.history_chunks
         first_env = self.env_ids()[0] * chunks
         resample_prob = alg.hidden_state_resample_prob
@@ -595,6 +626,7 @@ class Learner:
                 units,
                 resample,
                 train_state.normalizers if self.normalize_obs else None,
+                jax.random.fold_in(part_key, ENTROPY_STREAM),
             )
             own, own_metrics = self.own_updates(own, selected, ctx)
             checks |= {check_name(1, f"loss term {k}"): jnp.isfinite(v) for k, v in own_metrics.items()}
@@ -604,7 +636,7 @@ class Learner:
             epoch_key, epoch_index = xs
             # A fresh order each epoch; each minibatch is gathered inside the scan, not materialised.
             order = minibatch_indices(
-                epoch_key, self.env.num_envs * chunks, steps_per_env, alg.num_mini_batches, first_env
+                epoch_key, self.env.num_envs * chunks, steps_per_env, alg.num_mini_batches, first_env, segment
             )
             part_keys = jax.random.split(jax.random.fold_in(part_root, epoch_index), alg.num_mini_batches)
             return jax.lax.scan(minibatch, carry, (order, part_keys))
@@ -779,6 +811,11 @@ class Learner:
             for p in self.parts
         }
         rollout_state = rollout_state.replace(parts=rollout_parts)
+        if self.normalize_obs and self.cfg.runner.normalizer_update == "before":
+            # brax: the update (last values, batch observations) already sees this rollout's statistics
+            train_state = train_state.replace(
+                normalizers=self.absorb(train_state.normalizers, transitions.obs)
+            )
         if isinstance(rule, PPOUpdate):
             last_values = self.critic_value(
                 train_state.params, train_state.normalizers, last_obs, last_hidden
@@ -793,13 +830,9 @@ class Learner:
         if self.lr_scheduler is not None:
             lr = self.lr_scheduler.step(lr, train_state.iteration + 1)
         normalizers = train_state.normalizers
-        if self.normalize_obs:
+        if self.normalize_obs and self.cfg.runner.normalizer_update == "after":
             # After the update, so the first ratio of the next update is exactly 1 (rsl_rl #225).
-            until = self.cfg.runner.normalizer_until
-            normalizers = {
-                k: update_normalizer(normalizers[k], transitions.obs[k], until, self.axis_name)
-                for k in normalizers
-            }
+            normalizers = self.absorb(normalizers, transitions.obs)
         params, train_parts = self.with_trainable(trainable, train_parts)
         train_parts = {
             **train_parts,
@@ -835,6 +868,11 @@ class Learner:
         rollout_sums = {k: v for k, v in sums.items() if k != "parts"}
         metrics = {"rollout": rollout_sums, "scalars": scalars, "finite": checks}
         return new_train_state, rollout_state, metrics
+
+    def absorb(self, normalizers: dict, obs: dict) -> dict:
+        """The observation normalisers after taking in a rollout's raw observations `[T, N, ...]`."""
+        until = self.cfg.runner.normalizer_until
+        return {k: update_normalizer(normalizers[k], obs[k], until, self.axis_name) for k in normalizers}
 
     def optimizer_steps(self) -> int:
         """Optimiser steps per update (the step index the parameter checks report)."""

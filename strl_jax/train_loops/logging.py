@@ -11,9 +11,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tensorboardX import SummaryWriter
-
 from strl_jax.train_loops.log_writers import make_remote_writer
+
+
+def import_summary_writer() -> type:
+    """tensorboardX's `SummaryWriter`, imported without torch where torch is not loaded yet:
+    tensorboardX imports an installed torch only to accept torch tensors, ~180 MiB of resident
+    memory a run never uses (its scalars are floats)."""
+    if "torch" in sys.modules:
+        from tensorboardX import SummaryWriter
+    else:
+        sys.modules["torch"] = None  # `import torch` raises ImportError, which tensorboardX expects
+        try:
+            from tensorboardX import SummaryWriter
+        finally:
+            del sys.modules["torch"]
+    return SummaryWriter
+
+
+SummaryWriter = import_summary_writer()
 
 # Host-side metrics.jsonl keys -> TensorBoard tags, as rsl_rl's OnPolicyRunner names them. The
 # learner's scalars are tagged `<section>/<name>` with the sections the learner declares.

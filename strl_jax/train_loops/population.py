@@ -38,6 +38,7 @@ from strl_jax.train_loops.devices import (
     ShardedPrograms,
     check_env_split,
     checked_iteration,
+    refresh_program,
     rollout_specs,
 )
 from strl_jax.train_loops.learner import Learner
@@ -216,6 +217,9 @@ def shard_population(
         mesh=mesh,
         init=lambda keys: init_fn(values, keys),
         iteration=lambda train_state, rollout_state: iteration_fn(values, train_state, rollout_state),
+        refresh=refresh_program(
+            jax.vmap(template.shard(local_env, ENV_AXIS).refresh_pool), template.env, mesh, rollout_spec
+        ),
         train_sharding=jax.tree.map(lambda _: named(REPLICATED), train_abs),
         rollout_sharding=jax.tree.map(named, rollout_spec, is_leaf=lambda x: isinstance(x, PartitionSpec)),
     )

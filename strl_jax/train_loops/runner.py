@@ -142,6 +142,13 @@ class Programs:
     names: list[str] = dataclasses.field(default_factory=list)  # the members' folder names
     paths: list[str] = dataclasses.field(default_factory=list)  # the swept fields
 
+    def env_iteration(self, train_state: Any, rollout_state: Any) -> Any:
+        """One iteration in the env: the initial-state pool's refresh (where the env has one),
+        then the iteration, two programs dispatched without waiting."""
+        if self.sharded.refresh is not None:
+            rollout_state = self.sharded.refresh(rollout_state)
+        return self.iteration(train_state, rollout_state)
+
 
 # The programs of the most recently built configs, newest last. Bounded because every compiled
 # XLA:CPU program keeps its JIT code in memory mappings (one small config's programs: ~3,000), and
@@ -185,11 +192,23 @@ def build_programs(cfg: TrainConfig) -> Programs:
     return _PROGRAMS[key]
 
 
-def plain_programs(cfg: TrainConfig) -> Programs:
+def training_env(cfg: TrainConfig) -> VecEnv:
+    """The env the learner steps, with `env.auto_reset`'s source of fresh initial states."""
     groups = env_groups(algorithm_spec(cfg.algorithm.class_name))
-    env = make_env_from_config(cfg.env, amp=AMP_GROUP in groups)
+    return make_env_from_config(cfg.env, amp=AMP_GROUP in groups).replace(auto_reset=cfg.env.auto_reset)
+
+
+def evaluation_env(env: VecEnv, cfg: TrainConfig) -> VecEnv:
+    """The evaluation's envs: only each env's first episode counts, so they never reset (the
+    evaluation program compiles no reset inside its steps). Built from `env`: building one takes
+    seconds."""
+    return env.replace(num_envs=cfg.runner.num_eval_envs, auto_reset="none")
+
+
+def plain_programs(cfg: TrainConfig) -> Programs:
+    env = training_env(cfg)
     learner = make_learner(env, cfg)
-    eval_env = env.replace(num_envs=cfg.runner.num_eval_envs)  # building a brax env takes seconds
+    eval_env = evaluation_env(env, cfg)
     sharded = shard_programs(learner, cfg, make_env_mesh(cfg.runner.num_devices))
     return Programs(
         env=env,
@@ -207,8 +226,7 @@ def population_programs(cfg: TrainConfig) -> Programs:
     members = member_configs(cfg)
     paths = list(sweep_settings(cfg))
     base = members[0]
-    groups = env_groups(algorithm_spec(base.algorithm.class_name))
-    env = make_env_from_config(base.env, amp=AMP_GROUP in groups)
+    env = training_env(base)
     learner = make_learner(env, base)
     learners = MemberLearners(env=env, base=base, values=swept_values(members, paths))
     learners.check_traceable(learner)
@@ -218,7 +236,7 @@ def population_programs(cfg: TrainConfig) -> Programs:
         learner=learner,
         init=sharded.init,
         iteration=sharded.iteration,
-        evaluate=jit_population_evaluate(learners, env.replace(num_envs=cfg.runner.num_eval_envs)),
+        evaluate=jit_population_evaluate(learners, evaluation_env(env, cfg)),
         sharded=sharded,
         init_optimizer=population_init_optimizer(learners),
         members=members,
@@ -585,7 +603,7 @@ def train(
             if pretraining(runner, stage, iteration):
                 states = programs.sharded.pretrain(train_state, rollout_state, dataset)
             else:
-                states = programs.iteration(train_state, rollout_state)
+                states = programs.env_iteration(train_state, rollout_state)
             train_state, rollout_state, metrics = states
             iteration += 1
             metrics = jax.device_get(local_copy(metrics))
