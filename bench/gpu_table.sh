@@ -5,6 +5,7 @@
 # same budget, one seed), task by task while time is left.
 #
 #   bash bench/gpu_table.sh [OUT_DIR]          # default /tmp/gpu_table; DEADLINE_S (default 540)
+#   PARTS=curves TASKS="halfcheetah humanoid" bash bench/gpu_table.sh   # what an earlier call missed
 #
 # Needs a CUDA jax in the interpreter that runs it (brax runs in the same interpreter:
 # `--brax-python`), strl_jax importable (`pip install -e .` or PYTHONPATH=.), brax 0.14.2 and
@@ -28,23 +29,29 @@ else
   ENVS_A=8192,16384 ENVS_B=8192 CURVE_ARGS=()
 fi
 
+PARTS="${PARTS:-throughput curves}"
+TASKS="${TASKS:-ant halfcheetah humanoid}"
+
 log "devices: $($PY -c 'import jax; print(jax.devices())' 2>&1 | tail -1)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
 
 # 1. training steps/s against raw env steps/s at 8192 and 16384 envs (inverted_pendulum preset, the
 #    basis of the 54-59% measured before) and ant's GPU preset at 8192
-log "throughput"
-timeout 150 $PY bench/env_throughput.py --tasks inverted_pendulum --num-envs $ENVS_A --min-time 2 \
-  --json "$OUT/env_ip.json" || log "env_throughput inverted_pendulum failed ($?)"
-timeout 60 $PY bench/scaling.py --task inverted_pendulum --num-envs $ENVS_A --iterations 6 \
-  --raw-json "$OUT/env_ip.json" --json "$OUT/scaling_ip.json" || log "scaling inverted_pendulum failed ($?)"
-timeout 60 $PY bench/env_throughput.py --tasks ant --num-envs $ENVS_B --min-time 2 \
-  --json "$OUT/env_ant.json" || log "env_throughput ant failed ($?)"
-timeout 90 $PY bench/scaling.py --task ant_gpu --num-envs $ENVS_B --iterations 4 \
-  --raw-json "$OUT/env_ant.json" --json "$OUT/scaling_ant.json" || log "scaling ant failed ($?)"
+if [[ " $PARTS " == *" throughput "* ]]; then
+  log "throughput"
+  timeout 150 $PY bench/env_throughput.py --tasks inverted_pendulum --num-envs $ENVS_A --min-time 2 \
+    --json "$OUT/env_ip.json" || log "env_throughput inverted_pendulum failed ($?)"
+  timeout 60 $PY bench/scaling.py --task inverted_pendulum --num-envs $ENVS_A --iterations 6 \
+    --raw-json "$OUT/env_ip.json" --json "$OUT/scaling_ip.json" || log "scaling inverted_pendulum failed ($?)"
+  timeout 60 $PY bench/env_throughput.py --tasks ant --num-envs $ENVS_B --min-time 2 \
+    --json "$OUT/env_ant.json" || log "env_throughput ant failed ($?)"
+  timeout 90 $PY bench/scaling.py --task ant_gpu --num-envs $ENVS_B --iterations 4 \
+    --raw-json "$OUT/env_ant.json" --json "$OUT/scaling_ant.json" || log "scaling ant failed ($?)"
+fi
 
 # 2. learning curves at brax's published budgets, one task per invocation (each keeps its files)
-for task in ant halfcheetah humanoid; do
+[[ " $PARTS " == *" curves "* ]] || TASKS=""
+for task in $TASKS; do
   remaining=$(left)
   if [ "$remaining" -lt 150 ]; then
     log "skipping $task: ${remaining}s left"

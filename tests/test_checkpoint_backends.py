@@ -27,6 +27,7 @@ from strl_jax.train_loops.checkpoint import (
     CHECKPOINT_DIR,
     CheckpointError,
     CheckpointMismatchError,
+    check_signatures,
     close_manager,
     finish_saves,
     open_manager,
@@ -283,3 +284,20 @@ def test_read_only_checkpoint_folder(tmp_path):
         (tmp_path / CHECKPOINT_DIR).chmod(0o755)
         close_manager(manager)
     assert orbax_writer_threads() == []
+
+
+def test_a_checkpoint_without_the_initial_state_pool_names_the_setting_to_resume_with():
+    key = ((16, 2), "uint32")
+    written_in_step = {"rollout_state.env_state.reset_key": key}
+    with_pool = {
+        **written_in_step,
+        "rollout_state.env_state.pool_used": ((16,), "bool"),
+        "rollout_state.env_state.pool.obs": ((16, 4), "float32"),
+    }
+    with pytest.raises(CheckpointMismatchError, match="resume with the override env.auto_reset=in_step"):
+        check_signatures(with_pool, written_in_step, "run/2")
+    with pytest.raises(CheckpointMismatchError, match="resume with the override env.auto_reset=pool"):
+        check_signatures(written_in_step, with_pool, "run/2")
+    with pytest.raises(CheckpointMismatchError) as other:
+        check_signatures(written_in_step, {"rollout_state.env_state.reset_key": ((8, 2), "uint32")}, "run/2")
+    assert "auto_reset" not in str(other.value)

@@ -101,8 +101,24 @@ def check_signatures(expected: Signature, found: Signature, where: str, limit: i
         more = f"\n  ... and {len(problems) - limit} more" if len(problems) > limit else ""
         raise CheckpointMismatchError(
             f"checkpoint {where} does not fit the configured task/network "
-            f"({len(problems)} entries differ):\n  " + "\n  ".join(problems[:limit]) + more
+            f"({len(problems)} entries differ):\n  "
+            + "\n  ".join(problems[:limit])
+            + more
+            + _auto_reset_hint(expected, found)
         )
+
+
+def _auto_reset_hint(expected: Signature, found: Signature) -> str:
+    """The setting to resume with when only the env's initial-state pool differs: runs written
+    before `env.auto_reset=pool` became the default hold no pool."""
+    pool = lambda sig: any(".env_state.pool" in name for name in sig)  # noqa: E731
+    if pool(expected) == pool(found):
+        return ""
+    written = "pool" if pool(found) else "in_step"
+    return (
+        f"\n  its envs were written with env.auto_reset={written}: "
+        f"resume with the override env.auto_reset={written}"
+    )
 
 
 def _relevance(name: str) -> tuple[int, str]:
