@@ -18,6 +18,7 @@ from pathlib import Path
 
 import jax
 import pytest
+from hypothesis import settings
 from learning_runs import train_expert
 
 from strl_jax.train_loops.runner import release_programs
@@ -26,6 +27,11 @@ _cache = os.environ.get("STRL_JAX_CACHE_DIR") or str(Path.home() / ".cache" / "s
 jax.config.update("jax_compilation_cache_dir", _cache)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+# Property tests draw the same examples on every machine and run (no example database): a
+# failure reproduces, rather than depending on which machine drew it.
+settings.register_profile("strl_jax", derandomize=True, database=None)
+settings.load_profile("strl_jax")
 
 _MAPS = Path("/proc/self/maps")
 _peak_mappings = {"count": 0, "module": ""}
