@@ -111,12 +111,15 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
-    init = jax.jit(learner.init)
+    # init as the runner runs it: pending envs, the pool refresh, the first states
+    init = jax.jit(learner.init_pending)
     init_compile, _ = timed(init, jax.random.PRNGKey(0), repeats=1)
     train_state, rollout_state = init(jax.random.PRNGKey(0))
     refresh = jax.jit(learner.refresh_pool)
     refresh_compile, _ = timed(refresh, rollout_state, repeats=1)
-    rollout_state = refresh(rollout_state)  # the first refresh draws every env's pool state
+    start = jax.jit(learner.start_episodes)
+    start_compile, start_s = timed(start, refresh(rollout_state), repeats=1)
+    rollout_state = refresh(start(refresh(rollout_state)))  # the first iteration's refresh too
     key = jax.random.PRNGKey(1)
     rollout = jax.jit(learner.rollout)
     _, transitions, _ = rollout(train_state, rollout_state, key)
@@ -139,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     used = rollout_state.replace(env_state=rollout_state.env_state.replace(pool_used=jnp.ones((n,), bool)))
     evaluate = jax.jit(functools.partial(learner.evaluate, evaluation_env(env, cfg)))
     results = {
-        "init (parameters, env reset)": (init_compile, float("nan")),
+        "init (parameters, pending envs)": (init_compile, float("nan")),
+        "first states (after the pool refresh)": (start_compile, start_s),
         "env steps only": timed(env_only, rollout_state, key, repeats=args.repeats),
         "rollout (env + policy + critic)": timed(
             rollout, train_state, rollout_state, key, repeats=args.repeats

@@ -121,11 +121,11 @@ def test_finished_envs_restart_from_their_own_reset_key():
             if finished.any():
                 finished_any = True
                 keys = jax.vmap(jax.random.split)(s.reset_key)
-                fresh = jax.vmap(env64.env.reset)(keys[:, 1])
+                fresh = jax.vmap(env64.env.reset)(keys[:, 0])
                 stepped = jax.vmap(env64.env.step)(s.brax_state, jnp.clip(action, -1, 1))
                 f = finished[:, None]
                 np.testing.assert_allclose(nxt.brax_state.obs, np.where(f, fresh.obs, stepped.obs), atol=1e-6)
-                np.testing.assert_array_equal(nxt.reset_key, np.where(f, keys[:, 0], s.reset_key))
+                np.testing.assert_array_equal(nxt.reset_key, np.where(f, keys[:, 1], s.reset_key))
                 break
             s = nxt
         assert finished_any

@@ -7,11 +7,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiny_config import tiny
 
 from strl_jax.configs import ConfigError
 from strl_jax.configs.loader import resolve_config
 from strl_jax.envs import make_brax_env
+from strl_jax.envs.vec_env import RESET_SCOPE
+from strl_jax.train_loops import runner
 from strl_jax.train_loops.evaluation import deterministic_episodes
+from strl_jax.train_loops.learners import make_learner
 
 N = 6
 EPISODE_LENGTH = 4
@@ -65,6 +69,48 @@ def test_pool_gives_the_episodes_of_resetting_in_the_step(env):
     np.testing.assert_array_equal(c_obs[-1], restart)
     _, (d_obs, _) = pool_run(refreshed)
     assert not np.allclose(d_obs[-1], restart)
+
+
+def test_every_mode_starts_from_the_same_first_states(env):
+    """`reset` = pending envs, the pool refresh, the first states: the same states and keys with
+    and without a pool; with a pool the first states are the pool's rows, taken."""
+    key = jax.random.PRNGKey(5)
+    pending = env.replace(auto_reset="pool").pending(key)
+    assert not np.any(pending.brax_state.obs)  # zeros: nothing reset yet
+    out = {mode: jax.jit(env.replace(auto_reset=mode).reset)(key) for mode in ("pool", "in_step", "none")}
+    for mode in ("in_step", "none"):
+        np.testing.assert_array_equal(out[mode][1]["policy"], out["pool"][1]["policy"])
+        np.testing.assert_array_equal(out[mode][0].reset_key, out["pool"][0].reset_key)
+    pooled = out["pool"][0]
+    np.testing.assert_array_equal(pooled.pool.obs, pooled.brax_state.obs)
+    assert pooled.pool_used.all()
+    assert len({tuple(np.round(row, 6)) for row in np.asarray(out["pool"][1]["policy"])}) == N
+
+
+def test_the_reset_is_compiled_once_in_the_pool_refresh():
+    """The learner's init traces no reset (the first states come from the pool refresh, the
+    program the iterations run), and neither does the iteration; the runner's init and its
+    iterations share one compiled refresh."""
+    cfg = resolve_config("inverted_pendulum", overrides=tiny())
+    learner = make_learner(runner.training_env(cfg), cfg)
+    key = jax.random.PRNGKey(0)
+    _, rollout_state = jax.eval_shape(learner.init, key)
+
+    def traced(fn, *args) -> str:
+        return jax.jit(fn).lower(*args).as_text(debug_info=True)
+
+    assert RESET_SCOPE in traced(learner.init, key)  # the scope marks a reset
+    assert RESET_SCOPE not in traced(learner.init_pending, key)
+    assert RESET_SCOPE not in traced(learner.start_episodes, rollout_state)
+    assert RESET_SCOPE in traced(learner.refresh_pool, rollout_state)
+    assert RESET_SCOPE not in traced(learner.iteration, *jax.eval_shape(learner.init, key))
+    programs = runner.build_programs(cfg)
+    state = programs.init(key)
+    expected = jax.jit(learner.init)(key)  # the staged init is the learner's init
+    for a, b in zip(jax.tree.leaves(expected), jax.tree.leaves(state), strict=True):
+        np.testing.assert_array_equal(a, b)
+    programs.env_iteration(*state)
+    assert programs.sharded.refresh._cache_size() == 1
 
 
 def test_evaluation_envs_without_resets_count_the_same_first_episodes():

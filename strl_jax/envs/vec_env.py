@@ -16,7 +16,8 @@ Where the fresh state comes from is `VecEnv.auto_reset`:
   `refresh_pool`, a separate program run between iterations; the step only selects the pool row
   of a finished env. Rows are drawn with the same keys `"in_step"` would use, so both give the
   same episodes as long as no env finishes twice between refreshes; an env that does restarts
-  from the same pool state again.
+  from the same pool state again. The first states are pool rows too (`pending`, a refresh,
+  `start`): a training run compiles the env's reset once, in the refresh program.
 - `"none"`: finished envs stay where they were before the finishing step (evaluation counts each
   env's first episode only).
 """
@@ -43,6 +44,8 @@ PHYSICS_STREAM = 0x5EED
 EPISODE_START_STREAM = 0xE9
 # Where a finished env's next initial state comes from (see the module docstring).
 AUTO_RESETS = ("pool", "in_step", "none")
+# The name scope of the single env's reset in traced programs.
+RESET_SCOPE = "env_reset"
 
 
 @struct.dataclass
@@ -144,7 +147,8 @@ class VecEnv:
         return contextlib.nullcontext() if self.physics is None else self.physics.bound(physics)
 
     def _reset_single(self, key: jax.Array, physics: dict) -> Any:
-        with self._bound(physics):
+        # named: profiles and lowered programs show where the env's reset is compiled
+        with self._bound(physics), jax.named_scope(RESET_SCOPE):
             return self.env.reset(key)
 
     def _step_single(self, brax_state: Any, action: jax.Array, physics: dict) -> tuple[Any, ...]:
@@ -169,36 +173,52 @@ class VecEnv:
         return nxt, reward, done, probe
 
     # ---- the batch ---------------------------------------------------------------------
-    def reset(self, key: jax.Array, first_env: jax.Array | int = 0) -> tuple[EnvState, Observation]:
-        """Reset all environments with independent random initial states (and physics).
+    def pending(self, key: jax.Array, first_env: jax.Array | int = 0) -> EnvState:
+        """The envs before their first states: zeros shaped like the stepped state (no reset is
+        traced), each env's physics and its first reset key.
 
         Env `i` draws from `fold_in(key, first_env + i)`: a shard of a larger batch (whose
         first global index is `first_env`) starts exactly like that part of the whole batch.
         """
         ids = jnp.asarray(first_env, jnp.int32) + jnp.arange(self.num_envs, dtype=jnp.int32)
-        keys = jax.vmap(jax.random.split)(env_keys(key, ids))
         physics = {}
         if self.physics is not None:
             physics = self.physics.init(env_keys(jax.random.fold_in(key, PHYSICS_STREAM), ids))
-        brax_state = jax.vmap(self._reset_single)(keys[:, 0], physics)
+        reset_key = env_keys(key, ids)
+        reset = jax.eval_shape(jax.vmap(self._reset_single), reset_key, physics)
         # One signature for reset's and step's states: step's output types (no weak types).
         stepped = jax.eval_shape(
-            jax.vmap(self._step_single),
-            brax_state,
-            jnp.zeros((self.num_envs, self.action_size)),
-            physics,
+            jax.vmap(self._step_single), reset, jnp.zeros((self.num_envs, self.action_size)), physics
         )[0]
-        brax_state = cast_like(strong_types(brax_state), stepped)
+        blank = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), stepped)
         state = EnvState(
-            brax_state=brax_state,
+            brax_state=blank,
             step_count=jnp.zeros((self.num_envs,), jnp.int32),
-            reset_key=keys[:, 1],
+            reset_key=reset_key,
             physics=physics,
         )
+        if self.auto_reset == "pool":  # every row marked used: the next refresh draws them all
+            state = state.replace(pool=blank, pool_used=jnp.ones((self.num_envs,), bool))
+        return state
+
+    def start(self, state: EnvState) -> tuple[EnvState, Observation]:
+        """Every env in its first state: a `pending` state after a `refresh_pool` (with a pool;
+        the pool rows are marked used, so the next refresh draws new ones), or drawn here."""
         if self.auto_reset == "pool":
-            # a stand-in marked used: the first `refresh_pool` draws every row (not compiled here)
-            state = state.replace(pool=brax_state, pool_used=jnp.ones((self.num_envs,), bool))
-        return state, self.observe(brax_state)
+            state = state.replace(
+                brax_state=jax.tree.map(jnp.copy, state.pool), pool_used=jnp.ones_like(state.pool_used)
+            )
+        else:
+            brax_state, reset_key = self._fresh_rows(
+                jnp.ones((self.num_envs,), bool), state.reset_key, state.physics, state.brax_state
+            )
+            state = state.replace(brax_state=brax_state, reset_key=reset_key)
+        return state, self.observe(state.brax_state)
+
+    def reset(self, key: jax.Array, first_env: jax.Array | int = 0) -> tuple[EnvState, Observation]:
+        """Reset all environments with independent random initial states (and physics): the
+        same first states in every `auto_reset` mode (see `pending` for the keys)."""
+        return self.start(self.refresh_pool(self.pending(key, first_env)))
 
     def _fresh_rows(self, mask: jax.Array, reset_key: jax.Array, physics: dict, otherwise: Any):
         """`(states, reset keys')`: a new initial state for the `mask`ed envs (each from its own
@@ -207,11 +227,11 @@ class VecEnv:
         states = where_rows(
             mask,
             lambda rows: cast_like(strong_types(jax.vmap(self._reset_single)(*rows)), otherwise),
-            (split[:, 1], physics),
+            (split[:, 0], physics),
             otherwise,
             reserved_rows(self.num_envs, 1 / 8),
         )
-        return strong_types(states), jnp.where(mask[:, None], split[:, 0], reset_key)
+        return strong_types(states), jnp.where(mask[:, None], split[:, 1], reset_key)
 
     def refresh_pool(self, state: EnvState) -> EnvState:
         """Draw a new pool state for every env whose pool state a finished episode took (a

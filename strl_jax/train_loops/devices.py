@@ -104,7 +104,12 @@ def shard_programs(learner: Any, cfg: TrainConfig, mesh: Mesh) -> ShardedProgram
     def sharded(fn, in_specs, out_specs):
         return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
 
-    init = jax.jit(sharded(local.init, REPLICATED, (REPLICATED, rollout_spec)))
+    refresh = refresh_program(local.refresh_pool, learner.env, mesh, rollout_spec)
+    init = staged_init(
+        jax.jit(sharded(local.init_pending, REPLICATED, (REPLICATED, rollout_spec))),
+        refresh,
+        jax.jit(sharded(local.start_episodes, (rollout_spec,), rollout_spec), donate_argnums=0),
+    )
     out_specs = (REPLICATED, rollout_spec, REPLICATED)
     iteration = sharded(local.iteration, (REPLICATED, rollout_spec), out_specs)
     pretrain = None
@@ -123,10 +128,24 @@ def shard_programs(learner: Any, cfg: TrainConfig, mesh: Mesh) -> ShardedProgram
         init=init,
         iteration=iteration,
         pretrain=pretrain,
-        refresh=refresh_program(local.refresh_pool, learner.env, mesh, rollout_spec),
+        refresh=refresh,
         train_sharding=jax.tree.map(lambda _: named(REPLICATED), train_abs),
         rollout_sharding=jax.tree.map(named, rollout_spec, is_leaf=lambda x: isinstance(x, PartitionSpec)),
     )
+
+
+def staged_init(init_pending: Any, refresh: Any, start: Any) -> Any:
+    """`Learner.init` as three compiled programs: the state with pending envs, the pool refresh
+    (the one the iterations run; None without a pool) and the envs' first states. The env's reset
+    is compiled once, in the refresh (or, without a pool, in `start`), not again in init."""
+
+    def init(*args: Any) -> tuple[Any, Any]:
+        train_state, rollout_state = init_pending(*args)
+        if refresh is not None:
+            rollout_state = refresh(rollout_state)
+        return train_state, start(rollout_state)
+
+    return init
 
 
 def refresh_program(refresh: Any, env: Any, mesh: Mesh, rollout_spec: Any) -> Any:

@@ -188,11 +188,19 @@ class Learner:
     # ---- state -------------------------------------------------------------------------
     def init(self, key: jax.Array) -> tuple[TrainState, RolloutState]:
         """Fresh parameters, optimiser, normalisers, parts and environments for `key`."""
+        train_state, rollout_state = self.init_pending(key)
+        return train_state, self.start_episodes(self.refresh_pool(rollout_state))
+
+    def init_pending(self, key: jax.Array) -> tuple[TrainState, RolloutState]:
+        """`init` with the envs still pending (`VecEnv.pending`): no env reset is traced here, the
+        first states come from `refresh_pool` and `start_episodes`, programs of their own that
+        the iterations share, so a run compiles the reset once."""
         key, init_key, env_key = jax.random.split(key, 3)
         shapes = self.env.observation_shapes()
         params = self.model.init(init_key, shapes)
         env_ids = self.env_ids()
-        env_state, obs = self.env.reset(env_key, env_ids[0])
+        env_state = self.env.pending(env_key, env_ids[0])
+        obs = self.env.observe(env_state.brax_state)
         if self.cfg.runner.init_at_random_ep_len:
             env_state = self.env.random_episode_starts(env_state, env_key, env_ids[0])
         metric_names = jax.eval_shape(
@@ -379,6 +387,11 @@ class Learner:
             dataset=rs.dataset,
         )
         return rs, transition, sums
+
+    def start_episodes(self, rollout_state: RolloutState) -> RolloutState:
+        """Every env in its first state, after `init_pending` and `refresh_pool` (`VecEnv.start`)."""
+        env_state, obs = self.env.start(rollout_state.env_state)
+        return rollout_state.replace(env_state=env_state, obs=obs)
 
     def refresh_pool(self, rollout_state: RolloutState) -> RolloutState:
         """New initial states for the envs whose pool state the last rollout used (`VecEnv`'s

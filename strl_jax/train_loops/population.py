@@ -40,6 +40,7 @@ from strl_jax.train_loops.devices import (
     checked_iteration,
     refresh_program,
     rollout_specs,
+    staged_init,
 )
 from strl_jax.train_loops.learner import Learner
 from strl_jax.train_loops.learners import make_learner
@@ -186,8 +187,8 @@ def shard_population(
     def local(member_values: dict[str, Any]) -> Learner:
         return learners(member_values).shard(local_env, ENV_AXIS)
 
-    def init(values: dict, keys: jax.Array):
-        return jax.vmap(lambda v, k: local(v).init(k))(values, keys)
+    def init_pending(values: dict, keys: jax.Array):
+        return jax.vmap(lambda v, k: local(v).init_pending(k))(values, keys)
 
     def iteration(values: dict, train_state: Any, rollout_state: Any):
         return jax.vmap(lambda v, t, r: local(v).iteration(t, r))(values, train_state, rollout_state)
@@ -199,7 +200,12 @@ def shard_population(
         return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
 
     # The values are arguments, not constants: sweeps of the same fields share one compiled program.
-    init_fn = jax.jit(sharded(init, (REPLICATED, REPLICATED), (REPLICATED, rollout_spec)))
+    init_fn = jax.jit(sharded(init_pending, (REPLICATED, REPLICATED), (REPLICATED, rollout_spec)))
+    local_template = template.shard(local_env, ENV_AXIS)
+    refresh = refresh_program(jax.vmap(local_template.refresh_pool), template.env, mesh, rollout_spec)
+    start = jax.jit(
+        sharded(jax.vmap(local_template.start_episodes), (rollout_spec,), rollout_spec), donate_argnums=0
+    )
     iteration_fn = sharded(
         iteration, (REPLICATED, REPLICATED, rollout_spec), (REPLICATED, rollout_spec, REPLICATED)
     )
@@ -215,11 +221,9 @@ def shard_population(
     )
     return ShardedPrograms(
         mesh=mesh,
-        init=lambda keys: init_fn(values, keys),
+        init=staged_init(lambda keys: init_fn(values, keys), refresh, start),
         iteration=lambda train_state, rollout_state: iteration_fn(values, train_state, rollout_state),
-        refresh=refresh_program(
-            jax.vmap(template.shard(local_env, ENV_AXIS).refresh_pool), template.env, mesh, rollout_spec
-        ),
+        refresh=refresh,
         train_sharding=jax.tree.map(lambda _: named(REPLICATED), train_abs),
         rollout_sharding=jax.tree.map(named, rollout_spec, is_leaf=lambda x: isinstance(x, PartitionSpec)),
     )
