@@ -30,13 +30,9 @@ BRAX_PPO_DEFAULTS: dict[str, Any] = dict(
     value_hidden_layer_sizes=[256, 256, 256, 256, 256],
 )
 
-# What neither layer can express (printed by the benchmarks, written into preset headers).
-UNMAPPED = (
-    "brax recomputes values, GAE and advantages inside the loss of every minibatch with the current "
-    "parameters; strl_jax computes them once per rollout with the acting parameters",
-    "brax's policy advantage is r_t + gamma * vs_{t+1} - V(s_t) (vs: the GAE value targets), "
-    "strl_jax's the GAE advantage itself",
-)
+# What neither layer can express (printed by the benchmarks, written into preset headers): brax's
+# known implementation choices all have switches now (`BRAX_CHOICE_NAMES`).
+UNMAPPED: tuple[str, ...] = ()
 
 # brax's implementation choices that strl_jax has a switch for, by name, as config sections for
 # brax kwargs `kw` (`brax_choices`). bench/sample_efficiency.py measures what each costs or gains.
@@ -46,6 +42,8 @@ BRAX_CHOICE_NAMES = (
     "normalizer_before",
     "timeout_mask",
     "tanh_distribution",
+    "brax_advantage",
+    "recomputed_advantages",
 )
 
 # The choices `matched` (and the presets built from brax's published settings) take: those that
@@ -63,7 +61,10 @@ def brax_choices(
     trajectory_minibatches: minibatches of whole unroll_length-step segments (with gae_horizon) or
     of whole rollouts (without); normalizer_before: the normaliser takes in the rollout before the
     update; timeout_mask: time-out steps are masked out of GAE (brax's bootstrap_on_timeout=False);
-    tanh_distribution: brax's tanh-squashed Gaussian with a state-dependent std.
+    tanh_distribution: brax's tanh-squashed Gaussian with a state-dependent std; brax_advantage:
+    the advantage r_t + gamma * vs_{t+1} - V(s_t) from the GAE value targets vs; recomputed_advantages:
+    values, GAE and advantages recomputed in every minibatch with the current critic (needs whole
+    segments per minibatch: it turns trajectory minibatches on too).
     """
     unknown = [n for n in names if n not in BRAX_CHOICE_NAMES]
     if unknown:
@@ -74,6 +75,10 @@ def brax_choices(
         "normalizer_before": {"runner": {"normalizer_update": "before"}},
         "timeout_mask": {"algorithm": {"timeout_bootstrap": "none"}},
         "tanh_distribution": {"policy": {"distribution": "tanh_gaussian"}},
+        "brax_advantage": {"algorithm": {"advantage_estimator": "brax"}},
+        "recomputed_advantages": {
+            "algorithm": {"recompute_advantages": True, "minibatch_unit": "trajectory"}
+        },
     }
     out: dict[str, dict[str, Any]] = {}
     for name in names:
@@ -217,7 +222,7 @@ def mapping_lines(kw: dict, eval_every: int) -> list[str]:
         f"algorithm.num_learning_epochs={kw['num_updates_per_batch']}",
         f"  -> one iteration = {steps:,} env steps; minibatch = {mb:,} transitions; {grads} gradient "
         f"steps; evaluation every {eval_every} iteration(s)",
-        "  differences: " + "; ".join(UNMAPPED),
+        "  differences: " + ("; ".join(UNMAPPED) or "none beyond the brax choices below"),
         "  brax choices matched leaves off (bench/sample_efficiency.py): "
         + ", ".join(n for n in BRAX_CHOICE_NAMES if n not in MATCHED_CHOICES),
     ]

@@ -32,6 +32,8 @@ SHORT = {
     "normalizer_before": "norm",
     "timeout_mask": "timeout",
     "tanh_distribution": "tanh",
+    "brax_advantage": "badv",
+    "recomputed_advantages": "recomp",
 }
 HEADERS = [
     "variant",

@@ -16,7 +16,7 @@ import pytest
 from brax.training.agents.ppo.losses import compute_gae as brax_compute_gae
 from tiny_config import tiny
 
-from strl_jax.buffers.gae import compute_gae
+from strl_jax.buffers.gae import compute_gae, normalize_advantages
 from strl_jax.buffers.minibatch import minibatch_indices
 from strl_jax.buffers.transitions import Transition
 from strl_jax.configs import ConfigError, resolve_config
@@ -42,15 +42,15 @@ def random_rollout(steps: int, envs: int, seed: int = 0):
     return rewards, values, dones, truncated, last
 
 
-def numpy_gae(rewards, values, dones, last, masked=None):
+def numpy_gae(rewards, values, dones, last, masked=None, gamma=GAMMA, lam=LAM):
     """One segment, the textbook recursion; masked steps get A = 0 and cut the sum."""
     steps = rewards.shape[0]
     masked = np.zeros_like(rewards) if masked is None else masked
     adv, out = np.zeros_like(last), np.zeros_like(rewards)
     for t in reversed(range(steps)):
         nxt = last if t == steps - 1 else values[t + 1]
-        delta = (rewards[t] + GAMMA * (1 - dones[t]) * nxt - values[t]) * (1 - masked[t])
-        adv = delta + GAMMA * LAM * (1 - dones[t]) * (1 - masked[t]) * adv
+        delta = (rewards[t] + gamma * (1 - dones[t]) * nxt - values[t]) * (1 - masked[t])
+        adv = delta + gamma * lam * (1 - dones[t]) * (1 - masked[t]) * adv
         out[t] = adv
     return out
 
@@ -132,9 +132,9 @@ def test_trajectory_minibatches_hold_whole_segments_once_per_epoch():
 CHOICES = ["runner.num_steps_per_env=8", "algorithm.gae_horizon=4", "algorithm.minibatch_unit=trajectory"]
 
 
-def one_update(normalizer_update: str, timeout: str = "final_obs"):
-    """One iteration of the tiny learner on a synthetic rollout, learning rate 0: the KL of the
-    update is then only what the normaliser moved."""
+def synthetic_rollout(normalizer_update: str, timeout: str = "final_obs", *extra: str):
+    """The tiny learner, its initial states and a synthetic rollout acted by its initial policy:
+    `(learner, (train_state, rollout_state), transitions, observation after the rollout)`."""
     cfg = resolve_config(
         "inverted_pendulum",
         overrides=tiny(
@@ -143,6 +143,7 @@ def one_update(normalizer_update: str, timeout: str = "final_obs"):
             "algorithm.learning_rate=0.0",
             f"runner.normalizer_update={normalizer_update}",
             f"algorithm.timeout_bootstrap={timeout}",
+            *extra,
         ),
     )
     learner = make_learner(make_env_from_config(cfg.env), cfg)
@@ -172,8 +173,18 @@ def one_update(normalizer_update: str, timeout: str = "final_obs"):
         truncated=dones if timeout == "none" else None,
     )
 
+    last = {k: 3.0 + 2.0 * jax.random.normal(next(keys), (n, *s)) for k, s in shapes.items()}
+    return learner, (train_state, rollout_state), transitions, last
+
+
+def one_update(normalizer_update: str, timeout: str = "final_obs", *extra: str):
+    """One iteration of the tiny learner on a synthetic rollout, learning rate 0: the KL of the
+    update is then only what the normaliser moved."""
+    learner, (train_state, rollout_state), transitions, last = synthetic_rollout(
+        normalizer_update, timeout, *extra
+    )
+
     def source(ts, rs, key):
-        last = {k: v[-1] for k, v in obs.items()}
         return rs, transitions, {"parts": {}}, (last, {}), {}
 
     new_state, _, metrics = jax.jit(lambda t, r: learner.iterate(t, r, source))(train_state, rollout_state)
@@ -244,6 +255,7 @@ def test_brax_choices_are_valid_settings_and_matched_takes_the_winner():
     cfg = resolve_config("inverted_pendulum", overrides=brax_mapping.dotted_overrides(every))
     assert (cfg.algorithm.gae_horizon, cfg.algorithm.minibatch_unit) == (kw["unroll_length"], "trajectory")
     assert (cfg.runner.normalizer_update, cfg.algorithm.timeout_bootstrap) == ("before", "none")
+    assert (cfg.algorithm.advantage_estimator, cfg.algorithm.recompute_advantages) == ("brax", True)
     matched = resolve_config(
         "inverted_pendulum", overrides=brax_mapping.dotted_overrides(brax_mapping.matched(kw))
     )
@@ -251,3 +263,102 @@ def test_brax_choices_are_valid_settings_and_matched_takes_the_winner():
     assert (matched.algorithm.gae_horizon, matched.algorithm.minibatch_unit) == (None, "transition")
     with pytest.raises(ValueError, match="valid choices"):
         brax_mapping.brax_choices(kw, ["unroll"])
+
+
+def test_brax_advantage_matches_brax_compute_gae():
+    """`estimator="brax"`: brax's advantages r_t + gamma vs_{t+1} - V_t per unroll_length segment
+    (masked time-outs: 0); the returns are GAE's."""
+    h = 3
+    rewards, values, dones, truncated, last = random_rollout(9, 6, seed=2)
+    args = (rewards, values, dones, last, GAMMA, LAM, h, truncated)
+    adv, ret = compute_gae(*args, estimator="brax")
+    np.testing.assert_array_equal(ret, compute_gae(*args)[1])
+    assert not np.allclose(adv, compute_gae(*args)[0])
+    for k in range(3):
+        seg = slice(h * k, h * k + h)
+        _, expected = brax_compute_gae(
+            truncation=truncated[seg],
+            termination=dones[seg] * (1 - truncated[seg]),
+            rewards=rewards[seg],
+            values=values[seg],
+            bootstrap_value=last if k == 2 else values[h * k + h],
+            lambda_=LAM,
+            discount=GAMMA,
+        )
+        np.testing.assert_allclose(adv[seg], expected, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="unknown advantage estimator 'vtrace'"):
+        compute_gae(*args, estimator="vtrace")
+
+
+RECOMPUTE = ("algorithm.recompute_advantages=true", "algorithm.normalize_advantage_per_mini_batch=true")
+
+
+@pytest.mark.parametrize("estimator", ["gae", "brax"])
+def test_recomputed_advantages_follow_the_critic(estimator):
+    """With the acting critic a minibatch's recomputed advantages are the rollout's (normalised
+    over the minibatch); with another critic they are GAE of its values, segment by segment,
+    bootstrapped from its value of each segment's next observation."""
+    learner, (ts, _), transitions, last = synthetic_rollout(
+        "after", "none", *RECOMPUTE, f"algorithm.advantage_estimator={estimator}"
+    )
+    last_values = learner.critic_value(ts.params, ts.normalizers, last, {})
+    batch, _ = learner.make_batch(ts, transitions, last_values, None, last)
+    h, n = 4, learner.env.num_envs
+    order = minibatch_indices(jax.random.PRNGKey(2), n, transitions.rewards.shape[0], 2, segment_length=h)
+    mb = batch.select_columns(order[0])
+
+    def recomputed(params):
+        values = learner.model.sequence(params, mb.obs, mb.hidden, mb.resets, mb.draws)[2]
+        return values, learner.recomputed_advantages(params, mb, values)
+
+    _, same = recomputed(ts.params)
+    np.testing.assert_allclose(same.returns, mb.returns, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(same.advantages, normalize_advantages(mb.advantages), rtol=1e-4, atol=1e-4)
+    params = jax.tree.map(lambda x: 1.1 * x + 0.01, ts.params)
+    values, other = recomputed(params)
+    assert not np.allclose(other.returns, mb.returns, atol=1e-3)
+    if estimator == "gae":
+        inputs = jax.tree.map(np.asarray, mb.gae_inputs)
+        expected = []
+        for j in range(values.shape[1] // h):
+            seg = slice(j * h, (j + 1) * h)
+            boot_obs = {k: v[0, (j + 1) * h - 1][None] for k, v in inputs["next_obs"].items()}
+            boot = np.asarray(learner.model.value(params, boot_obs, {}))
+            col = lambda x, seg=seg: x[0, seg][:, None]  # noqa: E731
+            expected.append(
+                numpy_gae(
+                    col(inputs["rewards"]),
+                    col(np.asarray(values)),
+                    col(inputs["dones"]),
+                    boot,
+                    col(inputs["masked"]),
+                    learner.cfg.algorithm.gamma,
+                    learner.cfg.algorithm.lam,
+                )[:, 0]
+            )
+        expected = np.concatenate(expected)[None]
+        np.testing.assert_allclose(other.returns, expected + np.asarray(values), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(other.advantages, normalize_advantages(expected), rtol=1e-4, atol=1e-4)
+    # the whole iteration runs with it
+    _, _, new_state, metrics = one_update(
+        "after", "none", *RECOMPUTE, f"algorithm.advantage_estimator={estimator}"
+    )
+    assert np.isfinite(float(metrics["scalars"]["surrogate"]))
+
+
+def test_recomputed_advantages_refusals():
+    def resolve(*overrides):
+        return resolve_config("inverted_pendulum", overrides=tiny(*overrides))
+
+    base = "algorithm.recompute_advantages=true"
+    with pytest.raises(
+        ConfigError, match="recompute_advantages=true needs algorithm.minibatch_unit=trajectory"
+    ):
+        resolve(base, "algorithm.normalize_advantage_per_mini_batch=true")
+    with pytest.raises(ConfigError, match="needs algorithm.normalize_advantage_per_mini_batch=true"):
+        resolve(base, "algorithm.minibatch_unit=trajectory")
+    with pytest.raises(ConfigError, match="needs a feed-forward policy.class_name"):
+        resolve(*RECOMPUTE, "algorithm.minibatch_unit=trajectory", "policy.class_name=ActorCriticRecurrent")
+    with pytest.raises(ConfigError, match=r"unknown algorithm.advantage_estimator 'td'; valid choices"):
+        resolve("algorithm.advantage_estimator=td")
+    resolve(*RECOMPUTE, "algorithm.minibatch_unit=trajectory", "algorithm.gae_horizon=4")  # accepted

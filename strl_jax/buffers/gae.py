@@ -8,6 +8,9 @@ import jax.numpy as jnp
 
 from strl_jax.collectives import global_mean_std
 
+# What `compute_gae` returns as the advantage (`algorithm.advantage_estimator`).
+ADVANTAGE_ESTIMATORS = ("gae", "brax")
+
 
 def bootstrap_timeouts(
     rewards: jax.Array, truncated: jax.Array, bootstrap_values: jax.Array, gamma: float
@@ -29,6 +32,7 @@ def compute_gae(
     lam: float,
     horizon: int | None = None,
     masked: jax.Array | None = None,
+    estimator: str = "gae",
 ) -> tuple[jax.Array, jax.Array]:
     """Advantages and returns for time-major `[T, N]` inputs, as a reverse `lax.scan`.
 
@@ -38,14 +42,21 @@ def compute_gae(
     V(s_{t+1}) alone (brax's GAE over `unroll_length`-step trajectories); None: one segment.
     `masked` ([T, N], 1 = masked): those steps get A = 0 and R = V and end the sum before them
     (brax's time-out transitions with `bootstrap_on_timeout=False`; they must also be done).
+    `estimator="brax"`: the advantage is brax PPO's `r_t + gamma (1 - d_t) R_{t+1} - V_t` (0 where
+    masked) with R_{t+1} = V_{t+1} past a segment's end: the first TD step of the GAE sum weighs
+    the next step's whole GAE target instead of lam times it; the returns are the same.
     """
+    if estimator not in ADVANTAGE_ESTIMATORS:
+        raise ValueError(f"unknown advantage estimator {estimator!r}; valid choices: {ADVANTAGE_ESTIMATORS}")
     chex.assert_rank([rewards, values, dones, last_values], [2, 2, 2, 1])
     chex.assert_equal_shape([rewards, values, dones])
     chex.assert_shape(last_values, rewards.shape[1:])
     not_done = 1.0 - dones.astype(rewards.dtype)
     next_values = jnp.concatenate([values[1:], last_values[None]], axis=0)
     deltas = rewards + gamma * not_done * next_values - values
-    carries = not_done * segment_continues(rewards.shape[0], horizon)[:, None]
+    continues = segment_continues(rewards.shape[0], horizon)[:, None]
+    carries = not_done * continues
+    keep = jnp.ones_like(rewards)
     if masked is not None:
         chex.assert_equal_shape([rewards, masked])
         keep = 1.0 - masked.astype(rewards.dtype)
@@ -57,7 +68,12 @@ def compute_gae(
         return advantage, advantage
 
     _, advantages = jax.lax.scan(backward, jnp.zeros_like(last_values), (deltas, carries), reverse=True)
-    return advantages, advantages + values
+    returns = advantages + values
+    if estimator == "brax":
+        next_returns = jnp.concatenate([returns[1:], last_values[None]], axis=0)
+        next_targets = jnp.where(continues > 0, next_returns, next_values)
+        advantages = (rewards + gamma * not_done * next_targets - values) * keep
+    return advantages, returns
 
 
 def segment_continues(steps: int, horizon: int | None) -> jax.Array:

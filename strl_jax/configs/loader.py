@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from strl_jax.agents.algorithms import ALGORITHMS, active_parts, algorithm_spec, check_algorithm_config
+from strl_jax.buffers.gae import ADVANTAGE_ESTIMATORS
 from strl_jax.buffers.rollout_dataset import pretrain_settings
 from strl_jax.configs.rsl_rl_config import from_rsl_rl_config, is_rsl_rl_config
 from strl_jax.configs.schema import TrainConfig
@@ -330,6 +331,31 @@ def check_gae_segments(cfg: TrainConfig) -> None:
         )
 
 
+def check_recomputed_advantages(cfg: TrainConfig) -> None:
+    """`algorithm.recompute_advantages` recomputes GAE inside each minibatch, so a minibatch must
+    hold whole segments of one rollout of a feed-forward policy, with PPO's own terms."""
+    alg = cfg.algorithm
+    if not alg.recompute_advantages:
+        return
+    where = "algorithm.recompute_advantages=true"
+    spec = algorithm_spec(alg.class_name)
+    needs = [
+        (alg.minibatch_unit == "trajectory", "algorithm.minibatch_unit=trajectory (whole GAE segments)"),
+        (
+            alg.normalize_advantage_per_mini_batch,
+            "algorithm.normalize_advantage_per_mini_batch=true (the advantages exist per minibatch only)",
+        ),
+        (not policy_class(cfg.policy.class_name).recurrent, "a feed-forward policy.class_name"),
+        (spec.update == "ppo" and ("teacher" not in spec.parts or alg.using_ppo), "PPO's loss terms"),
+        (alg.buffer_dilation_ratio == 1, "algorithm.buffer_dilation_ratio=1 (one rollout per update)"),
+        (alg.symmetry_cfg is None, "no algorithm.symmetry_cfg (mirrored samples have no segments)"),
+        (cfg.runner.pretrain_iterations == 0, "runner.pretrain_iterations=0 (datasets have no segments)"),
+    ]
+    for ok, what in needs:
+        if not ok:
+            raise ConfigError(f"{where} needs {what}")
+
+
 def validate_config(cfg: TrainConfig) -> None:
     """Checks that need more than types: choices and divisibility."""
     task_family(cfg.env.task)  # a ConfigError listing the Brax and Playground tasks
@@ -342,6 +368,7 @@ def validate_config(cfg: TrainConfig) -> None:
         "algorithm.optimizer": (cfg.algorithm.optimizer, ["adam", "adamw", "sgd"]),
         "algorithm.timeout_bootstrap": (cfg.algorithm.timeout_bootstrap, ["final_obs", "rsl_rl", "none"]),
         "algorithm.minibatch_unit": (cfg.algorithm.minibatch_unit, ["transition", "trajectory"]),
+        "algorithm.advantage_estimator": (cfg.algorithm.advantage_estimator, list(ADVANTAGE_ESTIMATORS)),
         "runner.normalizer_update": (cfg.runner.normalizer_update, ["after", "before"]),
         "policy.noise_std_type": (cfg.policy.noise_std_type, ["scalar", "log"]),
         "runner.logger": (cfg.runner.logger, ["tensorboard", "wandb", "neptune"]),
@@ -381,6 +408,7 @@ def validate_config(cfg: TrainConfig) -> None:
         if value < 1:
             raise ConfigError(f"{key} must be at least 1, got {value}")
     check_gae_segments(cfg)
+    check_recomputed_advantages(cfg)
     if not algorithm_spec(cfg.algorithm.class_name).minibatched:
         return  # e.g. Distillation: the update walks the whole rollout in time order
     if policy_class(cfg.policy.class_name).recurrent:

@@ -157,6 +157,12 @@ class AlgorithmConfig:
     # (`trajectory`, brax's batch_size trajectories of unroll_length); recurrent policies always
     # take whole num_steps_per_env rollouts
     minibatch_unit: str = "transition"
+    # gae: the GAE advantage (rsl_rl); brax: r_t + gamma * R_{t+1} - V(s_t) with R the GAE value
+    # targets (brax's PPO; R_{t+1} = V(s_{t+1}) where a segment ends)
+    advantage_estimator: str = "gae"
+    # true: values, GAE and advantages recomputed in every minibatch with the critic being trained
+    # (brax's PPO); needs minibatch_unit=trajectory and normalize_advantage_per_mini_batch=true
+    recompute_advantages: bool = False
     reward_scale: float = 1.0  # multiplies rewards used for learning, not the logged returns
     # TPPO and Distillation
     teacher_policy: TeacherPolicyConfig = field(default_factory=TeacherPolicyConfig)

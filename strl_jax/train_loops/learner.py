@@ -442,7 +442,8 @@ class Learner:
         `entropy_key`: the sample of a squashed distribution's entropy estimate (brax's).
         """
         alg = self.cfg.algorithm
-        if self.update_rule.ppo_terms and alg.normalize_advantage_per_mini_batch:
+        per_minibatch = self.update_rule.ppo_terms and alg.normalize_advantage_per_mini_batch
+        if per_minibatch and not alg.recompute_advantages:
             batch = batch.replace(advantages=normalize_advantages(batch.advantages, self.axis_name))
         originals = batch.actions.shape[1]
         augment_ctx = AugmentContext(normalizers=normalizers or {})
@@ -453,6 +454,8 @@ class Learner:
         )
         chex.assert_equal_shape([mean, std, batch.actions])
         chex.assert_equal_shape([values, batch.returns])
+        if alg.recompute_advantages:
+            batch = self.recomputed_advantages(trainable[POLICY], batch, values)
         losses, coefs, metrics = {}, {}, {}
         if self.update_rule.ppo_terms:
             dist = self.model.action_dist
@@ -541,19 +544,70 @@ class Learner:
         }
         return (trainable, opt_state, lr), ({**metrics, "kl": kl_mean}, checks)
 
+    def recomputed_advantages(self, params: Any, batch: PPOBatch, values: jax.Array) -> PPOBatch:
+        """brax's PPO: GAE over the minibatch's whole segments (`[1, segments * h]`, segment-major)
+        with the values of the critic being trained (no gradient through them) and V(s_{t+h}) of
+        each segment's next observation; the advantages normalised over the minibatch."""
+        alg = self.cfg.algorithm
+        horizon = alg.gae_horizon or self.cfg.runner.num_steps_per_env
+        count = values.shape[1] // horizon
+
+        def segments(x: jax.Array) -> jax.Array:  # [1, count * h, ...] -> [h, count, ...]
+            return jnp.swapaxes(x.reshape((count, horizon) + x.shape[2:]), 0, 1)
+
+        def columns(x: jax.Array) -> jax.Array:  # the inverse
+            return jnp.swapaxes(x, 0, 1).reshape(1, -1)
+
+        inputs = jax.lax.stop_gradient(batch.gae_inputs)
+        last_obs = jax.tree.map(lambda x: segments(x)[-1], inputs["next_obs"])
+        last_values = jax.lax.stop_gradient(self.model.value(params, last_obs, {}))
+        masked = inputs.get("masked")
+        advantages, returns = compute_gae(
+            segments(inputs["rewards"]),
+            segments(jax.lax.stop_gradient(values)),
+            segments(inputs["dones"]),
+            last_values,
+            alg.gamma,
+            alg.lam,
+            None,
+            None if masked is None else segments(masked),
+            alg.advantage_estimator,
+        )
+        advantages = normalize_advantages(columns(advantages), self.axis_name)
+        return batch.replace(advantages=advantages, returns=columns(returns))
+
     def make_batch(
-        self, train_state: TrainState, transitions: Transition, last_values: jax.Array, history=None
+        self,
+        train_state: TrainState,
+        transitions: Transition,
+        last_values: jax.Array,
+        history=None,
+        bootstrap_obs: dict | None = None,
     ) -> tuple[PPOBatch, RolloutHistory | None]:
         """Returns, advantages and normalised observations as one `[T, N]` batch (`[T, N * chunks]`
         with the stored rollouts of `history`), and the history for the next update.
 
         Feed-forward batches are flattened to `[1, T * N]`, so every sample can land in any
         minibatch; recurrent ones keep `[T, N]` and are split by environment.
+        `bootstrap_obs`: the observation after the rollout, which recomputed advantages need.
         """
         batch = self.raw_batch(transitions, last_values)
         if history is not None:
             batch, history = with_history(batch, history)
-        batch = batch.replace(obs=normalize_groups(train_state.normalizers, batch.obs, self.normalize_obs))
+        normalize = functools.partial(normalize_groups, train_state.normalizers, enabled=self.normalize_obs)
+        if self.cfg.algorithm.recompute_advantages:
+            next_obs = {
+                k: jnp.concatenate([v[1:], bootstrap_obs[k][None]], axis=0) for k, v in batch.obs.items()
+            }
+            inputs = {
+                "rewards": transitions.rewards,
+                "dones": transitions.dones,
+                "next_obs": normalize(next_obs),
+            }
+            if transitions.truncated is not None:
+                inputs["masked"] = transitions.truncated
+            batch = batch.replace(gae_inputs=inputs)
+        batch = batch.replace(obs=normalize(batch.obs))
         if self.model.recurrent:
             return batch, history
         steps = {f: merge_time_env(getattr(batch, f)) for f in PPOBatch.STEP_FIELDS}
@@ -572,6 +626,7 @@ class Learner:
                 alg.lam,
                 alg.gae_horizon,
                 transitions.truncated,
+                alg.advantage_estimator,
             )
             if not alg.normalize_advantage_per_mini_batch:
                 advantages = normalize_advantages(advantages, self.axis_name)
@@ -593,15 +648,17 @@ class Learner:
             draws=transitions.draws,
         )
 
-    def ppo_update(self, train_state, rollout_parts, transitions, last_values, key, history=None):
+    def ppo_update(
+        self, train_state, rollout_parts, transitions, last_values, key, history=None, bootstrap_obs=None
+    ):
         """GAE, then `num_learning_epochs` x `num_mini_batches` steps, as nested `lax.scan`s.
 
         Returns `(trainable, opt_state, lr, metrics, checks, parts' train states)` and the rollout
-        history.
+        history. `bootstrap_obs`: the observation after the rollout (recomputed advantages).
         """
         iteration = train_state.iteration
         alg = self.cfg.algorithm
-        batch, history = self.make_batch(train_state, transitions, last_values, history)
+        batch, history = self.make_batch(train_state, transitions, last_values, history, bootstrap_obs)
         # Columns: every sample (feed-forward) or whole environments (recurrent); with a history,
         # each env contributes one column per stored rollout (global index env * chunks + k).
         steps = transitions.rewards.shape[0]
@@ -834,7 +891,13 @@ class Learner:
                 train_state.params, train_state.normalizers, last_obs, last_hidden
             )
             update, history = self.ppo_update(
-                train_state, rollout_parts, transitions, last_values, update_key, rollout_state.history
+                train_state,
+                rollout_parts,
+                transitions,
+                last_values,
+                update_key,
+                rollout_state.history,
+                bootstrap_obs=last_obs,
             )
             rollout_state = rollout_state.replace(history=history)
         else:
