@@ -49,7 +49,7 @@ BRAX_CHOICE_NAMES = (
 # The choices `matched` (and the presets built from brax's published settings) take: those that
 # won at brax's inverted_pendulum settings (BENCHMARKS.md, "Sample efficiency at brax's settings");
 # the others cost steps there or changed nothing.
-MATCHED_CHOICES: tuple[str, ...] = ("normalizer_before",)
+MATCHED_CHOICES: tuple[str, ...] = ("normalizer_before", "recomputed_advantages")
 
 
 def brax_choices(
@@ -64,7 +64,7 @@ def brax_choices(
     tanh_distribution: brax's tanh-squashed Gaussian with a state-dependent std; brax_advantage:
     the advantage r_t + gamma * vs_{t+1} - V(s_t) from the GAE value targets vs; recomputed_advantages:
     values, GAE and advantages recomputed in every minibatch with the current critic (needs whole
-    segments per minibatch: it turns trajectory minibatches on too).
+    segments per minibatch and advantages normalised per minibatch: it turns both on too).
     """
     unknown = [n for n in names if n not in BRAX_CHOICE_NAMES]
     if unknown:
@@ -77,7 +77,11 @@ def brax_choices(
         "tanh_distribution": {"policy": {"distribution": "tanh_gaussian"}},
         "brax_advantage": {"algorithm": {"advantage_estimator": "brax"}},
         "recomputed_advantages": {
-            "algorithm": {"recompute_advantages": True, "minibatch_unit": "trajectory"}
+            "algorithm": {
+                "recompute_advantages": True,
+                "minibatch_unit": "trajectory",
+                "normalize_advantage_per_mini_batch": True,
+            }
         },
     }
     out: dict[str, dict[str, Any]] = {}

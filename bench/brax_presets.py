@@ -48,7 +48,8 @@ CPU_NUM_EVAL_ENVS = 16
 def implementation_choices(kw: dict) -> dict[str, dict[str, Any]]:
     """strl_jax implementation options that every GPU preset takes, as config sections (brax
     kwargs `kw` at hand): brax's switchable choices that won bench/sample_efficiency.py's study
-    (`MATCHED_CHOICES`: the normaliser takes in the rollout before the update)."""
+    (`MATCHED_CHOICES`: the normaliser takes in the rollout before the update; values, GAE and
+    advantages are recomputed in every minibatch of whole rollouts with the current critic)."""
     return brax_choices(kw, MATCHED_CHOICES)
 
 

@@ -260,7 +260,8 @@ def test_brax_choices_are_valid_settings_and_matched_takes_the_winner():
         "inverted_pendulum", overrides=brax_mapping.dotted_overrides(brax_mapping.matched(kw))
     )
     assert matched.runner.normalizer_update == "before"
-    assert (matched.algorithm.gae_horizon, matched.algorithm.minibatch_unit) == (None, "transition")
+    assert (matched.algorithm.gae_horizon, matched.algorithm.minibatch_unit) == (None, "trajectory")
+    assert (matched.algorithm.recompute_advantages, matched.algorithm.advantage_estimator) == (True, "gae")
     with pytest.raises(ValueError, match="valid choices"):
         brax_mapping.brax_choices(kw, ["unroll"])
 

@@ -67,14 +67,15 @@ def test_presets_are_what_the_generator_writes():
 
 
 def test_gpu_preset_settings_train_an_iteration_at_a_small_size(tmp_path):
-    """hopper_gpu's learner settings at the README CPU size shrunk to 8 envs, on inverted_pendulum:
-    a new hopper program would cost a minute or two of compilation (test_envs covers hopper)."""
+    """hopper_gpu's learner settings at the README CPU size shrunk to 32 envs (one whole rollout
+    per minibatch), on inverted_pendulum: a new hopper program would cost a minute or two of
+    compilation (test_envs covers hopper)."""
     cfg = resolve_config(
         "hopper_gpu",
         overrides=[
             *cli_overrides("hopper"),
             "env.task=inverted_pendulum",
-            "env.num_envs=8",
+            "env.num_envs=32",
             "env.episode_length=20",
             "runner.max_iterations=1",
             "runner.eval_interval=0",
@@ -84,7 +85,7 @@ def test_gpu_preset_settings_train_an_iteration_at_a_small_size(tmp_path):
     assert cfg.algorithm.max_grad_norm is None and cfg.algorithm.num_mini_batches == 32
     train(cfg, log_dir=tmp_path, verbose=False)
     (row,) = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert row["env_steps"] == 8 * cfg.runner.num_steps_per_env
+    assert row["env_steps"] == 32 * cfg.runner.num_steps_per_env
     assert np.isfinite(row["value_function"])
 
 
