@@ -4,7 +4,10 @@ like it. bench/amp_imitation.py runs the full-size version (hopper; BENCHMARKS.m
 
 Thresholds: over expert/APPO seeds and both XLA:CPU rounding variants (bench/learning_spread.py),
 APPO's episodes after 60 iterations were all 200 steps (untrained policies: 44-86), and its
-pole-angle distance to the expert 0.09-0.59 of the untrained policy's (10 runs). The discriminator's
+pole-angle distance to the expert 0.09-0.59 of the untrained policy's (10 runs). With the reset
+keys drawn in another order (the same distribution), APPO seeds 1-4 gave 141, 200, 200, 200 steps
+(untrained 50-87) and distances 0.38-0.70 of the untrained one's: hence 0.6 of an episode and 1.5x
+the untrained length. The discriminator's
 accuracy on policy samples does not fall reliably (it wandered between 0.5 and 0.86 in every
 run), so it is not asserted.
 """
@@ -26,7 +29,7 @@ def test_style_reward_alone_imitates_the_expert(imitation):
     assert imitation["expert_length"] == PENDULUM_EPISODE
     # the style reward alone teaches balancing: far longer episodes than the untrained policy
     lengths = (appo["length"], imitation["fresh_length"])
-    assert appo["length"] >= 0.75 * PENDULUM_EPISODE and appo["length"] > 2 * imitation["fresh_length"], (
+    assert appo["length"] >= 0.6 * PENDULUM_EPISODE and appo["length"] > 1.5 * imitation["fresh_length"], (
         lengths
     )
     # and its pole-angle distribution is closer to the expert's than the untrained one's
