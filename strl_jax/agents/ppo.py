@@ -32,7 +32,7 @@ class PPOBatch:
     parts: dict = struct.field(default_factory=dict)  # the parts' step fields by part name
     draws: dict = struct.field(default_factory=dict)  # the policy's stored random draws
     # `algorithm.recompute_advantages`: what each minibatch recomputes GAE from (rewards, dones,
-    # masked, next_obs: the normalised observation after each step); {} otherwise
+    # masked, next_obs: the normalised critic observation after each step); {} otherwise
     gae_inputs: dict = struct.field(default_factory=dict)
 
     STEP_FIELDS: ClassVar[tuple[str, ...]] = (

@@ -596,8 +596,9 @@ class Learner:
             batch, history = with_history(batch, history)
         normalize = functools.partial(normalize_groups, train_state.normalizers, enabled=self.normalize_obs)
         if self.cfg.algorithm.recompute_advantages:
+            # only the critic's group: the bootstrap values are all that is recomputed from it
             next_obs = {
-                k: jnp.concatenate([v[1:], bootstrap_obs[k][None]], axis=0) for k, v in batch.obs.items()
+                k: jnp.concatenate([batch.obs[k][1:], bootstrap_obs[k][None]], axis=0) for k in ("critic",)
             }
             inputs = {
                 "rewards": transitions.rewards,
