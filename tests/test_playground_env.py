@@ -7,6 +7,7 @@ share the Go1 training run of tests/test_playground_training.py's module or comp
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 
 import jax
@@ -21,8 +22,9 @@ from strl_jax.envs import (
     make_env_from_config,  # noqa: E402
     menagerie,  # noqa: E402
 )
+from strl_jax.envs.vec_env import StepResult  # noqa: E402
 from strl_jax.errors import ConfigError  # noqa: E402
-from strl_jax.train_loops.evaluation import locomotion_metrics  # noqa: E402
+from strl_jax.train_loops.evaluation import deterministic_episodes, locomotion_metrics  # noqa: E402
 
 
 def build(task: str, *overrides: str):
@@ -158,3 +160,55 @@ def test_locomotion_metrics_known_answer():
     )
     np.testing.assert_allclose(out["velrmsd"], np.sqrt(2 * 0.25 / 6), rtol=1e-6)
     np.testing.assert_allclose(out["CoT"], 120.0 / (100.0 * (2 * 0.7 + 4 * 1.0)), rtol=1e-6)
+
+
+@dataclasses.dataclass(frozen=True)
+class FallingEnv:
+    """A joystick env stand-in: env i terminates after `ends[i]` steps (0: never), tracks its
+    command with an error of norm 0.5 while alive and by 99 after its first episode ended."""
+
+    ends: tuple[int, ...]
+    episode_length: int
+
+    @property
+    def num_envs(self) -> int:
+        return len(self.ends)
+
+    def reset(self, key):
+        return jnp.zeros(self.num_envs, jnp.int32), {"policy": jnp.zeros((self.num_envs, 1))}
+
+    def step(self, t, action):
+        t = t + 1
+        ends = jnp.asarray(self.ends)
+        ended = (ends > 0) & (t > ends)
+        command = jnp.zeros((self.num_envs, 3))
+        velocity = jnp.where(ended[:, None], 99.0, jnp.asarray([0.3, 0.0, 0.4]))
+        probe = {"command": command, "velocity": velocity, "power": jnp.ones(self.num_envs)}
+        obs = {"policy": jnp.zeros((self.num_envs, 1))}
+        return t, StepResult(
+            obs=obs,
+            reward=jnp.ones(self.num_envs),
+            terminated=t == ends,
+            truncated=t == self.episode_length,
+            final_obs=obs,
+            metrics={},
+            probe=probe | {"weight": jnp.ones(self.num_envs)},
+        )
+
+
+def test_deterministic_episodes_counts_falls():
+    """Two of four envs end early (after 3 and 5 of 8 steps): falls 0.5, and the steps after a
+    fall count in no metric; without early ends no falls."""
+
+    def act(obs, hidden):
+        return jnp.zeros_like(obs["policy"]), hidden
+
+    def evaluate(env: FallingEnv) -> dict:
+        return jax.jit(lambda k: deterministic_episodes(env, act, {}, k))(jax.random.PRNGKey(0))
+
+    out = evaluate(FallingEnv(ends=(3, 0, 5, 0), episode_length=8))
+    np.testing.assert_allclose(out["falls"], 0.5)
+    np.testing.assert_allclose(out["episode_length"], (3 + 8 + 5 + 8) / 4)
+    np.testing.assert_allclose(out["episode_reward"], (3 + 8 + 5 + 8) / 4)
+    np.testing.assert_allclose(out["velrmsd"], 0.5, rtol=1e-6)
+    assert float(evaluate(FallingEnv(ends=(0, 0), episode_length=8))["falls"]) == 0.0

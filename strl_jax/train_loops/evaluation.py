@@ -99,9 +99,11 @@ def locomotion_metrics(probe: dict, alive: jax.Array) -> dict[str, jax.Array]:
 
 def deterministic_episodes(eval_env: VecEnv, act, hidden, key: jax.Array) -> dict:
     """One episode per env with `act(obs, hidden) -> (action, hidden')`: mean return and length,
-    and the locomotion metrics where the env has a locomotion probe."""
+    and where the env has a locomotion probe the locomotion metrics and `falls`, the fraction of
+    episodes that ended before the env's episode length (terminated: the robot fell)."""
     returns, lengths, _, probe = episode_rollout(eval_env, act, hidden, key)
     out = {"episode_reward": jnp.mean(returns), "episode_length": jnp.mean(lengths)}
     if {"velocity", "command", "power", "weight"} <= set(probe):
         out |= locomotion_metrics(probe, probe["alive"])
+        out["falls"] = jnp.mean((lengths < eval_env.episode_length).astype(jnp.float32))
     return out

@@ -45,6 +45,7 @@ TENSORBOARD_TAGS = {
     "eval_episode_length": "Eval/episode_length",
     "eval_velrmsd": "Eval/velrmsd",  # joystick tasks: st_rl's locomotion evaluation
     "eval_CoT": "Eval/CoT",
+    "eval_falls": "Eval/falls",  # joystick tasks: fraction of evaluation episodes that ended early
 }
 NOT_LOGGED_TO_TENSORBOARD = ("iteration", "env_steps", "wall_time", "episodes")
 # Console labels of rsl_rl's own numbers; any other scalar is printed under its own name.
@@ -62,6 +63,7 @@ HOST_KEYS = (
     "eval_episode_length",
     "eval_velrmsd",
     "eval_CoT",
+    "eval_falls",
 )
 ROW_KEYS_OF_THE_HOST = (*TENSORBOARD_TAGS, *NOT_LOGGED_TO_TENSORBOARD, "mean_noise_std")
 
@@ -266,6 +268,7 @@ class RunLogger:
             "Eval episode length:",
             "Eval velocity RMSD:",
             "Eval cost of transport:",
+            "Eval falls:",
         )
         for key, label in zip(HOST_KEYS, labels, strict=True):
             if row.get(key) is not None:

@@ -878,7 +878,7 @@ def evaluate_members(
         results = [member_view(stacked, i) for i in range(len(members))]
     return [
         {"eval_reward": float(r["episode_reward"]), "eval_episode_length": float(r["episode_length"])}
-        | {f"eval_{k}": float(v) for k, v in r.items() if k in ("velrmsd", "CoT")}
+        | {f"eval_{k}": float(v) for k, v in r.items() if k in ("velrmsd", "CoT", "falls")}
         for r in results
     ]
 
