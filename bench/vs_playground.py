@@ -77,9 +77,10 @@ CPU_NUM_EVAL_ENVS = 16
 
 
 # ---- workers -------------------------------------------------------------------------------
-def playground_worker(spec: dict) -> dict:
+def playground_worker(spec: dict, train_kwargs: dict | None = None) -> dict:
     """brax PPO on the Playground task as train_jax_ppo.py sets it up (this interpreter's jax,
-    with brax's one removed jax call substituted by vs_brax.install_jax_compat)."""
+    with brax's one removed jax call substituted by vs_brax.install_jax_compat). `train_kwargs`
+    go to ppo.train besides the env's (e.g. a `policy_params_fn` that saves the policy)."""
     task = spec["task"]
 
     def make_env() -> tuple[Any, dict]:
@@ -96,7 +97,7 @@ def playground_worker(spec: dict) -> dict:
                 randomizer = registry.get_domain_randomizer(task)
             if randomizer is not None:
                 extra["randomization_fn"] = randomizer
-        return env, extra
+        return env, {**extra, **(train_kwargs or {})}
 
     summary = run_brax_ppo(spec, make_env)
     summary["library"] = "playground"

@@ -1,0 +1,832 @@
+"""Go1 walks: does a Go1 trained by strl_jax follow joystick commands, and how soon against MuJoCo
+Playground's own training path at equal wall time on the same machine?
+
+Task: Playground's `Go1JoystickFlatTerrain` with its full command ranges, observation noise and
+the task's domain randomiser, 1000-step episodes. One invocation, every run in its own subprocess,
+one after another:
+  1. strl_jax: the preset (`--preset`, default Go1JoystickFlatTerrain_cpu, plus `--set`
+     overrides) for each of `--seeds`, `--minutes` of wall time each, measured from the start of
+     the worker process (imports, env construction and compilation count). Checkpoints every
+     `--checkpoint-minutes` of that clock and one when the time is up (the run then stops). No
+     evaluation during training.
+  2. the peer (`--no-peer` skips it): brax PPO 0.14.2 as Playground trains the task (its published
+     Go1 settings, MJX `impl: jax`, `wrap_for_brax_training`, the domain randomiser; the
+     `playground` worker of bench/vs_playground.py, with the jax >= 0.8 substitution of
+     bench/vs_brax.py), resized to strl_jax's env count as vs_playground.py resizes for CPUs
+     (bench/playground_settings.py: batch_size shrinks with num_envs, a training step keeps
+     Playground's unrolls, minibatches and epochs; every env is reset every 280 steps as at
+     Playground's sizes). `--peer-minutes` each (default twice `--minutes`, so that "the peer does
+     not reach the target within 2x strl_jax's time" can be stated) for each of `--peer-seeds`.
+     brax calls back after every reset interval (`num_evals` periods with `run_evals=False`: brax
+     runs no evaluation either); its policy params are saved on the same wall-clock cadence.
+  3. after each run's training (so that evaluation costs neither library wall time), every
+     checkpoint is evaluated the same way with strl_jax's evaluation code
+     (`strl_jax.train_loops.evaluation.deterministic_episodes` on a strl_jax `VecEnv`): the
+     unmodified task (Playground's default config: reward weights, command ranges, noise; the
+     task's randomiser; MJX `impl: jax`; no action clipping by the env), `--eval-envs` envs, one
+     `--episode-length`-step episode each, the same env keys (`--eval-seed`) for every checkpoint
+     of every run, deterministic actions (strl_jax: the policy's mean action as its own evaluation
+     takes it, loaded with `strl_jax.inference.load_policy`; brax:
+     `make_inference_fn(...)(params, deterministic=True)`, Playground's `state` /
+     `privileged_state` fed from strl_jax's `policy` / `critic` groups). Per checkpoint:
+     `velrmsd` (root mean square over alive steps of ||(vx, vy, yaw rate) in the base frame -
+     command||), `falls` (fraction of episodes that ended before the episode length), the return
+     under the task's reward and, when the strl_jax preset changes reward weights
+     (`env.playground.reward_config...`), the return under the trained reward too (an env with
+     only those overrides, same keys: the same trajectories).
+A run reaches the target at its first checkpoint with velrmsd <= `--target` (0.35) and falls <=
+`--max-falls` (0.05); its time to target is that checkpoint's wall seconds since its process
+started, its steps to target the env steps trained by then.
+
+Written to `--out`: runs.json (every run with its checkpoints and their evaluations, rewritten
+after every training and every evaluation, so a killed invocation keeps what finished),
+summary.md (the tables printed at the end: per run, then min / median / max over seeds and the
+ratio strl_jax time to target / peer time to target) and go1_walk.png (velrmsd and return against
+wall time and env steps, the target line, strl_jax's seeds in blues, the peer's in oranges; hollow
+markers: falls above `--max-falls`). runs/ holds the run folders and checkpoints, logs/ the
+workers' output. `--eval-only` re-evaluates the checkpoints listed in an existing runs.json.
+
+    # the benchmark: 3 x 60 minutes of strl_jax, 120 minutes of the peer, then the evaluations
+    python bench/go1_walk.py --out /tmp/go1_walk
+    # the same before configs/Go1JoystickFlatTerrain_cpu.yaml exists: the GPU preset at CPU size
+    python bench/go1_walk.py --preset Go1JoystickFlatTerrain --set env.num_envs=256 \\
+        --set runner.num_steps_per_env=24 --set algorithm.num_mini_batches=4 \\
+        --set 'policy.actor_hidden_dims=[128,128]' --set 'policy.critic_hidden_dims=[128,128]' \\
+        --set algorithm.learning_rate=0.001 --out /tmp/go1_walk
+    # smoke test of the whole pipeline (a few minutes: one seed each, 32 envs, short evaluations)
+    python bench/go1_walk.py --smoke --preset Go1JoystickFlatTerrain --out /tmp/go1_walk_smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import pickle
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from brax_mapping import override, protocol_overrides, steps_per_training_step, unrolls_per_training_step
+from common import (
+    REPO_DIR,
+    StopRun,
+    child_environment,
+    fmt,
+    format_table,
+    machine_info,
+    run_worker,
+    strl_worker,
+    write_json,
+    xla_cpu_defaults,
+)
+from learning_curves import process_start
+from playground_settings import bench_settings, brax_schedule, published_settings
+from vs_brax import NETWORK_KEYS, parse_sets
+from vs_playground import playground_worker
+
+TASK = "Go1JoystickFlatTerrain"
+DEFAULT_PRESET = "Go1JoystickFlatTerrain_cpu"
+# strl_jax's runner.max_iterations: high enough that the time limit ends every run.
+MAX_ITERATIONS = 1_000_000
+# An upper bound of the peer's env steps per second, for its env-step budget (brax needs one): the
+# time limit ends the run long before.
+PEER_MAX_SPS = 200_000
+# --smoke: whatever is not given explicitly (the strl_jax preset gets env.num_envs=32 first).
+SMOKE = dict(
+    seeds=[1],
+    peer_seeds=[1],
+    minutes=3.0,
+    peer_minutes=4.0,
+    checkpoint_minutes=0.5,
+    eval_envs=4,
+    episode_length=50,
+)
+CHECKPOINTS_FILE = "checkpoints.jsonl"
+
+
+# ---- training workers ----------------------------------------------------------------------
+def record_checkpoint(run_dir: Path, entry: dict) -> None:
+    """Append one checkpoint's line to the run's checkpoints.jsonl (kept if the run is killed)."""
+    with open(run_dir / CHECKPOINTS_FILE, "a") as f:
+        f.write(json.dumps(entry) + "\n")
+    print("checkpoint " + json.dumps(entry), flush=True)
+
+
+def read_checkpoints(run_dir: str | Path) -> list[dict]:
+    path = Path(run_dir) / CHECKPOINTS_FILE
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line cut short by a kill
+    return out
+
+
+class WallClock:
+    """Checkpoint cadence and time limit on the clock of this process (seconds since it started)."""
+
+    def __init__(self, limit_s: float, every_s: float) -> None:
+        self.start = process_start()
+        self.limit_s = limit_s
+        self.every_s = every_s
+        self.next_s = every_s
+        self.over = False
+
+    def now(self) -> float:
+        return time.time() - self.start
+
+    def due(self, now: float, final: bool = False) -> bool:
+        """Whether to checkpoint now: a cadence mark passed, the time is up, or the run ends."""
+        self.over = now >= self.limit_s
+        return final or self.over or now >= self.next_s
+
+    def saved(self, now: float) -> None:
+        while self.next_s <= now:
+            self.next_s += self.every_s
+
+
+def strl_train_worker(spec: dict) -> dict:
+    """strl_jax's preset through `common.strl_worker` (runner.train), checkpointing on the wall
+    clock: the runner offers a checkpoint after every iteration (`runner.save_interval=1`) and
+    this keeps those on the cadence; after the one at the time limit the run stops."""
+    from strl_jax.train_loops import runner as runner_module
+
+    clock = WallClock(spec["limit_s"], spec["checkpoint_s"])
+    run_dir = Path(spec["log_dir"])
+    save_members = runner_module.save_members
+
+    def save_on_the_clock(programs, members, train_state, rollout_state, iteration, *rest):
+        now = clock.now()
+        if clock.due(now, final=iteration >= spec["max_iterations"]):
+            save_members(programs, members, train_state, rollout_state, iteration, *rest)
+            entry = {"iteration": iteration, "env_steps": iteration * spec["steps_per_iteration"]}
+            record_checkpoint(run_dir, {**entry, "wall_s": round(now, 3)})
+            clock.saved(now)
+        if clock.over:
+            raise StopRun
+
+    runner_module.save_members = save_on_the_clock
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / CHECKPOINTS_FILE).unlink(missing_ok=True)
+    result = strl_worker({**spec, "target": None, "time_limit_s": None, "stop_at_target": False})
+    result["stop_reason"] = "time_limit" if clock.over else result.get("stop_reason")
+    result["checkpoints"] = read_checkpoints(run_dir)
+    return result
+
+
+def peer_train_worker(spec: dict) -> dict:
+    """Playground's path (vs_playground.py's worker) with a `policy_params_fn` that saves brax's
+    normaliser and policy params on the wall clock; after the save at the time limit it stops."""
+    import jax
+
+    clock = WallClock(spec["limit_s"], spec["checkpoint_s"])
+    run_dir = Path(spec["log_dir"])
+    (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+    (run_dir / CHECKPOINTS_FILE).unlink(missing_ok=True)
+    budget = spec["kwargs"]["num_timesteps"]
+
+    def policy_params_fn(current_step, _make_policy, params):
+        if current_step == 0:  # brax's call before training
+            return
+        now = clock.now()
+        if clock.due(now, final=current_step >= budget):
+            path = run_dir / "checkpoints" / f"{current_step}.pkl"
+            with open(path, "wb") as f:
+                pickle.dump(jax.device_get((params[0], params[1])), f)  # normaliser, policy
+            entry = {"step": int(current_step), "env_steps": int(current_step), "file": str(path)}
+            record_checkpoint(run_dir, {**entry, "wall_s": round(now, 3)})
+            clock.saved(now)
+        if clock.over:
+            raise StopRun
+
+    result = playground_worker({**spec, "time_limit_s": None}, {"policy_params_fn": policy_params_fn})
+    result["stop_reason"] = "time_limit" if clock.over else result.get("stop_reason")
+    result["checkpoints"] = read_checkpoints(run_dir)
+    result.pop("events", None)
+    return result
+
+
+# ---- evaluation worker ---------------------------------------------------------------------
+def evaluation_env(env_cfg: Any, spec: dict, playground: dict) -> Any:
+    """The evaluation's `VecEnv`: `env_cfg`'s observation layout on the task with `playground`
+    overrides only (Playground's defaults, strl_jax's `impl: jax`), the task's randomiser, the
+    evaluation's size and episode length, no env-side action clipping, no resets."""
+    from strl_jax.envs import make_env_from_config
+
+    cfg = dataclasses.replace(
+        env_cfg,
+        task=spec["task"],
+        num_envs=spec["eval_envs"],
+        episode_length=spec["episode_length"],
+        action_repeat=1,
+        clip_actions=None,
+        playground=playground,
+        domain_randomization=True,
+    )
+    return make_env_from_config(cfg).replace(auto_reset="none")
+
+
+def scalars(out: dict) -> dict[str, float]:
+    return {k: float(v) for k, v in out.items()}
+
+
+def strl_evaluations(spec: dict, write) -> list[dict]:
+    """Every checkpoint of a strl_jax run, loaded with `load_policy`, acting with its mean action
+    through the run's `Actor` (as the runner's evaluation does); one compiled program per env."""
+    import jax
+
+    from strl_jax.inference import load_policy
+    from strl_jax.train_loops.evaluation import deterministic_episodes
+
+    checkpoints = spec["checkpoints"]
+    first = load_policy(spec["run_dir"], checkpoints[0]["iteration"])
+    actor = first.actor
+    if first.cfg.env.action_repeat != 1:
+        raise SystemExit("error: the evaluation acts every simulator step; the preset has action_repeat != 1")
+    envs = {"": evaluation_env(first.cfg.env, spec, {})}
+    if spec.get("trained_reward"):
+        envs["trained_"] = evaluation_env(first.cfg.env, spec, spec["trained_reward"])
+    hidden = actor.initial_hidden(spec["eval_envs"])
+
+    def program(env):
+        def run(params, normalizers, key):
+            act = lambda obs, h: actor.act(params, normalizers, obs, h)  # noqa: E731
+            return deterministic_episodes(env, act, hidden, key)
+
+        return jax.jit(run)
+
+    programs = {prefix: program(env) for prefix, env in envs.items()}
+    key = jax.random.PRNGKey(spec["eval_seed"])
+    results = []
+    for index, ckpt in enumerate(checkpoints):
+        start = time.time()
+        entry = dict(ckpt)
+        try:
+            loaded = first if index == 0 else load_policy(spec["run_dir"], ckpt["iteration"])
+            for prefix, run in programs.items():
+                out = scalars(jax.device_get(run(loaded.params, loaded.normalizers, key)))
+                entry.update({prefix + k: v for k, v in out.items()})
+        except Exception as err:  # noqa: BLE001 - a broken checkpoint must not lose the others
+            entry["error"] = f"{type(err).__name__}: {err}"
+        entry["eval_s"] = round(time.time() - start, 2)
+        results.append(entry)
+        write(results)
+    return results
+
+
+def peer_evaluations(spec: dict, write) -> list[dict]:
+    """Every saved brax policy: `make_inference_fn(make_ppo_networks(...))(params,
+    deterministic=True)` on Playground's observation keys taken from strl_jax's groups."""
+    import jax
+    from brax.training import types
+    from brax.training.acme import running_statistics
+    from brax.training.agents.ppo import networks as ppo_networks
+
+    from strl_jax.configs.schema import EnvConfig
+    from strl_jax.train_loops.evaluation import deterministic_episodes
+
+    env = evaluation_env(EnvConfig(task=spec["task"]), spec, {})
+    raw = jax.eval_shape(env.env.reset, jax.random.PRNGKey(0)).obs
+    # Playground key -> the strl_jax group that is exactly that key (`state` -> policy, ...)
+    groups = {keys[0]: name for name, keys in env.observe.groups if len(keys) == 1}
+    if not isinstance(raw, dict) or set(raw) - set(groups):
+        raise SystemExit(f"error: no strl_jax group for Playground observation keys {sorted(raw)}")
+    kw = spec["peer_kwargs"]
+    network = {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items() if k in NETWORK_KEYS}
+    normalize = (
+        running_statistics.normalize
+        if kw["normalize_observations"]
+        else types.identity_observation_preprocessor
+    )
+    ppo_network = ppo_networks.make_ppo_networks(
+        {k: v.shape for k, v in raw.items()}, env.action_size, preprocess_observations_fn=normalize, **network
+    )
+    make_policy = ppo_networks.make_inference_fn(ppo_network)
+    unused_key = jax.random.PRNGKey(0)  # deterministic actions draw nothing
+
+    def run(params, key):
+        def act(obs, hidden):
+            policy = make_policy(params, deterministic=True)
+            action, _ = policy({k: obs[g] for k, g in groups.items() if k in raw}, unused_key)
+            return action, hidden
+
+        return deterministic_episodes(env, act, {}, key)
+
+    program = jax.jit(run)
+    key = jax.random.PRNGKey(spec["eval_seed"])
+    results = []
+    for ckpt in spec["checkpoints"]:
+        start = time.time()
+        entry = dict(ckpt)
+        try:
+            with open(ckpt["file"], "rb") as f:
+                params = pickle.load(f)
+            entry.update(scalars(jax.device_get(program(params, key))))
+        except Exception as err:  # noqa: BLE001 - a broken checkpoint must not lose the others
+            entry["error"] = f"{type(err).__name__}: {err}"
+        entry["eval_s"] = round(time.time() - start, 2)
+        results.append(entry)
+        write(results)
+    return results
+
+
+def evaluate_worker(spec: dict, out_path: str) -> dict:
+    """Evaluations of one run's checkpoints; the result file is rewritten after each one."""
+    start = time.time()
+
+    def write(results):
+        write_json(out_path, {"evals": results, "eval_total_s": time.time() - start})
+
+    evaluate = strl_evaluations if spec["library"] == "strl_jax" else peer_evaluations
+    results = evaluate(spec, write)
+    return {"evals": results, "eval_total_s": time.time() - start}
+
+
+def worker_main(kind: str, spec_path: str, out_path: str) -> int:
+    spec = json.loads(Path(spec_path).read_text())
+    if kind == "evaluate":
+        write_json(out_path, evaluate_worker(spec, out_path))
+        return 0
+    if kind == "playground":
+        xla_cpu_defaults().apply_cpu_defaults()  # as importing strl_jax does, before jax is imported
+        result = peer_train_worker(spec)
+    else:
+        result = strl_train_worker(spec)
+    result["start_offset_s"] = time.time() - process_start() - result["total_s"]
+    write_json(out_path, result)
+    return 0
+
+
+# ---- plans ---------------------------------------------------------------------------------
+def strl_plan(args: argparse.Namespace, seed: int) -> dict:
+    """The strl_jax worker's spec: preset + protocol + --set, and what the summary needs."""
+    from strl_jax.configs.loader import available_presets, resolve_config
+    from strl_jax.envs.playground_env import flatten
+
+    if args.preset not in available_presets():
+        raise SystemExit(
+            f"error: no preset {args.preset!r} (configs/{args.preset}.yaml); e.g. --preset {TASK} with "
+            "--set overrides for CPU sizes (see this script's docstring)"
+        )
+    protocol = protocol_overrides(seed, args.max_iterations, 0, 1) + [
+        override("runner.save_interval", 1),
+        override("runner.max_checkpoints_to_keep", 0),
+    ]
+    overrides = protocol + args.strl_overrides
+    cfg = resolve_config(args.preset, overrides=overrides)
+    if cfg.env.task != TASK:
+        raise SystemExit(f"error: preset {args.preset!r} trains {cfg.env.task!r}, not {TASK!r}")
+    playground = flatten(cfg.env.playground)
+    steps = cfg.env.num_envs * cfg.runner.num_steps_per_env * cfg.env.action_repeat
+    return {
+        "library": "strl_jax",
+        "seed": seed,
+        "label": f"strl_jax-seed{seed}",
+        "num_envs": cfg.env.num_envs,
+        "trained_reward": {k: v for k, v in playground.items() if k.startswith("reward_config.")},
+        "other_playground": {k: v for k, v in playground.items() if not k.startswith("reward_config.")},
+        "domain_randomization": cfg.env.domain_randomization,
+        "spec": {
+            "task": args.preset,
+            "overrides": overrides,
+            "max_iterations": cfg.runner.max_iterations,
+            "steps_per_iteration": steps,
+            "limit_s": args.minutes * 60,
+            "checkpoint_s": args.checkpoint_minutes * 60,
+        },
+    }
+
+
+def peer_plan(args: argparse.Namespace, seed: int, num_envs: int) -> dict:
+    """The peer's ppo.train kwargs: Playground's published settings resized to `num_envs`, one
+    period (brax's `num_evals` unit: a callback, no evaluation) per reset interval, a budget the
+    time limit ends first."""
+    pub = published_settings(TASK)
+    limit_s = args.peer_minutes * 60
+    resized, _ = bench_settings(pub, num_envs, None, None, 1, True, {})
+    per_env = unrolls_per_training_step(resized) * resized["unroll_length"] * resized["action_repeat"]
+    reset_every = brax_schedule(pub)["reset_every_env_steps"]
+    period = max(1, round(reset_every / per_env)) if reset_every else 1  # training steps
+    steps = steps_per_training_step(resized)
+    periods = math.ceil(limit_s * PEER_MAX_SPS / (period * steps))
+    kw, schedule = bench_settings(pub, num_envs, periods * period * steps, periods + 1, 1, True, {})
+    kw.update(seed=seed, run_evals=False)
+    return {
+        "library": "playground",
+        "seed": seed,
+        "label": f"playground-seed{seed}",
+        "num_envs": num_envs,
+        "schedule": schedule,
+        "spec": {
+            "task": TASK,
+            "kwargs": kw,
+            "playground": {"impl": "jax"},
+            "domain_randomization": True,
+            "limit_s": limit_s,
+            "checkpoint_s": args.checkpoint_minutes * 60,
+        },
+    }
+
+
+# ---- running -------------------------------------------------------------------------------
+def train(record: dict, out: Path) -> None:
+    """One run's training worker; its checkpoints from checkpoints.jsonl (kept if it failed)."""
+    spec = dict(record["spec"], log_dir=str(out / "runs" / record["label"]))
+    record["run_dir"] = spec["log_dir"]
+    kind = "strl_jax" if record["library"] == "strl_jax" else "playground"
+    argv = [sys.executable, str(Path(__file__).resolve()), "--worker", kind]
+    hard_limit = 1.25 * spec["limit_s"] + 900
+    print(f"[{time.strftime('%H:%M:%S')}] training {record['label']} ...", flush=True)
+    result = run_worker(
+        argv, spec, out / "logs", record["label"], hard_limit, child_environment(str(REPO_DIR))
+    )
+    if "error" in result:
+        print(result["error"], flush=True)
+    result.pop("checkpoints", None)
+    record["train"] = result
+    record["checkpoints"] = read_checkpoints(spec["log_dir"])
+    last = record["checkpoints"][-1] if record["checkpoints"] else {}
+    print(
+        f"  {len(record['checkpoints'])} checkpoints, last at {fmt(last.get('wall_s'))} s, "
+        f"{fmt(last.get('env_steps'))} env steps; train steps/s {fmt(result.get('sps'))}, stopped by "
+        f"{result.get('stop_reason', 'error')}",
+        flush=True,
+    )
+
+
+def evaluate(record: dict, args: argparse.Namespace, out: Path) -> None:
+    """One run's evaluation worker, after its training."""
+    if not record.get("checkpoints"):
+        record["evals"], record["eval_error"] = [], "no checkpoints"
+        return
+    spec = {
+        "library": record["library"],
+        "task": TASK,
+        "run_dir": record["run_dir"],
+        "checkpoints": record["checkpoints"],
+        "eval_envs": args.eval_envs,
+        "episode_length": args.episode_length,
+        "eval_seed": args.eval_seed,
+        "trained_reward": record.get("trained_reward") or None,
+        "peer_kwargs": record["spec"].get("kwargs"),
+    }
+    argv = [sys.executable, str(Path(__file__).resolve()), "--worker", "evaluate"]
+    label = record["label"] + "-eval"
+    print(
+        f"[{time.strftime('%H:%M:%S')}] evaluating {len(record['checkpoints'])} checkpoints of "
+        f"{record['label']} ...",
+        flush=True,
+    )
+    timeout = 900 + 240 * len(record["checkpoints"]) * args.episode_length / 1000
+    result = run_worker(argv, spec, out / "logs", label, timeout, child_environment(str(REPO_DIR)))
+    record["evals"] = result.get("evals", [])
+    record["eval_total_s"] = result.get("eval_total_s", result["wall_s"])
+    record.pop("eval_error", None)
+    if "error" in result:
+        record["eval_error"] = result["error"]
+        print(result["error"], flush=True)
+    for e in record["evals"]:
+        print(
+            f"  {fmt(e['wall_s'])} s, {fmt(e['env_steps'])} steps: velrmsd {fmt(e.get('velrmsd'), 2)}, "
+            f"falls {fmt(e.get('falls'), 1)}, return {fmt(e.get('episode_reward'))}"
+            + (
+                f", trained-reward return {fmt(e['trained_episode_reward'])}"
+                if "trained_episode_reward" in e
+                else ""
+            )
+            + (f" ({e['error']})" if "error" in e else ""),
+            flush=True,
+        )
+
+
+# ---- summary -------------------------------------------------------------------------------
+def reached(record: dict, target: float, max_falls: float) -> dict | None:
+    """The run's first evaluated checkpoint with velrmsd <= target and falls <= max_falls."""
+    for e in record.get("evals", []):
+        if e.get("velrmsd") is not None and e["velrmsd"] <= target and e.get("falls", 1.0) <= max_falls:
+            return e
+    return None
+
+
+RUN_HEADERS = [
+    "library",
+    "seed",
+    "checkpoints",
+    "last s",
+    "last env steps",
+    "time to target s",
+    "steps to target",
+    "final velrmsd",
+    "best velrmsd",
+    "final falls",
+    "final return",
+    "final return (trained reward)",
+]
+SPREAD_HEADERS = [
+    "library",
+    "runs at target",
+    "time to target s (min / median / max)",
+    "steps to target (min / median / max)",
+    "final velrmsd (min / median / max)",
+    "final falls (min / median / max)",
+    "final return (min / median / max)",
+]
+
+
+def evaluated(record: dict) -> list[dict]:
+    return [e for e in record.get("evals", []) if e.get("velrmsd") is not None]
+
+
+def run_row(record: dict, target: float, max_falls: float) -> list:
+    evals = evaluated(record)
+    last = evals[-1] if evals else {}
+    hit = reached(record, target, max_falls) or {}
+    return [
+        record["library"],
+        str(record["seed"]),
+        len(evals),
+        last.get("wall_s"),
+        last.get("env_steps"),
+        hit.get("wall_s"),
+        hit.get("env_steps"),
+        fmt(last.get("velrmsd"), 2) if last else "-",
+        fmt(min(e["velrmsd"] for e in evals), 2) if evals else "-",
+        fmt(last.get("falls"), 1) if last else "-",
+        last.get("episode_reward"),
+        last.get("trained_episode_reward"),
+    ]
+
+
+def spread(values: list[float], digits: int = 1) -> str:
+    """min / median / max; math.inf (a run that never reached the target) shows as `never`."""
+    if not values:
+        return "-"
+    picks = (min(values), statistics.median(values), max(values))
+    return " / ".join("never" if math.isinf(v) else fmt(float(v), digits) for v in picks)
+
+
+def to_target(records: list[dict], key: str, target: float, max_falls: float) -> list[float]:
+    """`key` (wall_s or env_steps) at the target for every run with evaluations, inf where a run
+    never reached it: medians then count the runs that did not get there."""
+    out = []
+    for r in records:
+        if evaluated(r):
+            hit = reached(r, target, max_falls)
+            out.append(math.inf if hit is None else hit[key])
+    return out
+
+
+def spread_row(library: str, records: list[dict], target: float, max_falls: float) -> list:
+    times = to_target(records, "wall_s", target, max_falls)
+    finals = [evaluated(r)[-1] for r in records if evaluated(r)]
+    return [
+        library,
+        f"{sum(not math.isinf(t) for t in times)}/{len(records)}",
+        spread(times),
+        spread(to_target(records, "env_steps", target, max_falls)),
+        spread([f["velrmsd"] for f in finals], 2),
+        spread([f["falls"] for f in finals], 1),
+        spread([f["episode_reward"] for f in finals]),
+    ]
+
+
+def comparison_lines(records: list[dict], args: argparse.Namespace) -> list[str]:
+    """strl_jax's median time to target over the peer's (medians over all seeds, a seed that never
+    reached the target counting as infinitely slow), or why there is no ratio."""
+    goal = f"velrmsd <= {args.target} with falls <= {args.max_falls}"
+    medians: dict[str, float | None] = {}
+    lines = []
+    for library in ("strl_jax", "playground"):
+        runs = [r for r in records if r["library"] == library]
+        times = to_target(runs, "wall_s", args.target, args.max_falls)
+        if not runs:
+            continue
+        if not times:
+            lines.append(f"{library}: no evaluated checkpoints")
+            continue
+        medians[library] = statistics.median(times)
+        hits = sum(not math.isinf(t) for t in times)
+        line = f"{library}: {hits}/{len(runs)} seeds reached {goal}"
+        if hits == 0:
+            line += f"; never within {fmt(longest(runs))} s"
+        elif math.isinf(medians[library]):
+            line += f"; the median seed did not reach it within {fmt(longest(runs))} s"
+        else:
+            line += f"; median time to target {fmt(medians[library])} s"
+        lines.append(line)
+    strl, peer = medians.get("strl_jax"), medians.get("playground")
+    if strl is None or peer is None:
+        return lines
+    peer_runs = [r for r in records if r["library"] == "playground"]
+    strl_runs = [r for r in records if r["library"] == "strl_jax"]
+    if not math.isinf(strl) and not math.isinf(peer):
+        lines.append(f"time to target strl_jax / playground (medians): {strl / peer:.2f}")
+    elif not math.isinf(strl):
+        within = longest(peer_runs)
+        lines.append(
+            f"the peer's median seed never reached it within {fmt(within)} s = {within / strl:.1f}x "
+            f"strl_jax's median time to target (ratio strl_jax / playground < {strl / within:.2f})"
+        )
+    elif not math.isinf(peer):
+        within = longest(strl_runs)
+        lines.append(
+            f"strl_jax's median seed did not reach it within {fmt(within)} s (ratio > {within / peer:.2f})"
+        )
+    else:
+        lines.append("neither library reached the target: no ratio")
+    return lines
+
+
+def longest(records: list[dict]) -> float | None:
+    """The latest evaluated checkpoint's wall time over `records`."""
+    times = [evaluated(r)[-1]["wall_s"] for r in records if evaluated(r)]
+    return max(times) if times else None
+
+
+def plot(records: list[dict], path: Path, target: float, max_falls: float) -> Path | None:
+    """velrmsd and return against wall time and env steps, one line per run."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8), squeeze=False)
+    families = {"strl_jax": plt.cm.Blues, "playground": plt.cm.Oranges}
+    for library, cmap in families.items():
+        runs = [r for r in records if r["library"] == library]
+        for i, r in enumerate(runs):
+            evals = evaluated(r)
+            if not evals:
+                continue
+            color = cmap(0.9 - 0.45 * i / max(len(runs) - 1, 1))
+            for row, y_key in enumerate(("velrmsd", "episode_reward")):
+                for col, x_key in enumerate(("wall_s", "env_steps")):
+                    ax = axes[row][col]
+                    xs = [e[x_key] for e in evals]
+                    ys = [e[y_key] for e in evals]
+                    label = f"{library} seed {r['seed']}" if row == col == 0 else None
+                    ax.plot(xs, ys, color=color, label=label)
+                    upright = [e.get("falls", 1.0) <= max_falls for e in evals]
+                    faces = [color if ok else "none" for ok in upright]
+                    ax.scatter(xs, ys, s=18, facecolors=faces, edgecolors=[color] * len(xs), zorder=3)
+    for row, y_label in enumerate(("velrmsd", "episode return (task reward)")):
+        for col, x_label in enumerate(("wall seconds since process start", "env steps")):
+            ax = axes[row][col]
+            ax.set_xlabel(x_label)
+            ax.set_ylabel(y_label)
+            ax.grid(alpha=0.3)
+            if row == 0:
+                ax.axhline(
+                    target, color="k", linestyle="--", linewidth=1, label="target" if col == 0 else None
+                )
+    axes[0][0].legend(fontsize="small")
+    fig.suptitle(f"{TASK}: deterministic evaluation of every checkpoint (hollow: falls > {max_falls})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write_outputs(out: Path, info: dict, records: list[dict], args: argparse.Namespace) -> str:
+    """runs.json (atomically), summary.md and the PNG from what has finished; returns the summary."""
+    write_json(out / "runs.json.tmp", {**info, "runs": records})
+    (out / "runs.json.tmp").replace(out / "runs.json")
+    rows = [run_row(r, args.target, args.max_falls) for r in records]
+    spreads = [
+        spread_row(lib, [r for r in records if r["library"] == lib], args.target, args.max_falls)
+        for lib in ("strl_jax", "playground")
+        if any(r["library"] == lib for r in records)
+    ]
+    notes = [
+        f"{TASK}, unmodified task, {args.eval_envs} envs x one {args.episode_length}-step episode per "
+        f"checkpoint (deterministic actions, the same env keys throughout). Target: the first checkpoint "
+        f"with velrmsd <= {args.target} and falls <= {args.max_falls}; times are wall seconds since the "
+        "training process started (evaluation excluded).",
+    ]
+    trained = {k: v for r in records for k, v in (r.get("trained_reward") or {}).items()}
+    if trained:
+        notes.append(f"strl_jax's trained reward: Playground's with {json.dumps(trained)}.")
+    other = {k: v for r in records for k, v in (r.get("other_playground") or {}).items() if k != "impl"}
+    if other:
+        notes.append(f"The strl_jax preset also trains with {json.dumps(other)} (not in the evaluation).")
+    text = "\n\n".join(
+        [
+            " ".join(notes),
+            format_table(RUN_HEADERS, rows),
+            "Across seeds (never: a seed that did not reach the target; medians count it as the slowest):",
+            format_table(SPREAD_HEADERS, spreads),
+            "\n".join(comparison_lines(records, args)),
+        ]
+    )
+    (out / "summary.md").write_text(text + "\n")
+    plot(records, out / "go1_walk.png", args.target, args.max_falls)
+    return text
+
+
+# ---- the command ---------------------------------------------------------------------------
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--preset", default=DEFAULT_PRESET, help="strl_jax preset (configs/<name>.yaml)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="strl_jax override")
+    p.add_argument("--seeds", type=int, nargs="+", default=None, help="strl_jax seeds (default 1 2 3)")
+    p.add_argument("--minutes", type=float, default=None, help="wall minutes per strl_jax run (default 60)")
+    p.add_argument(
+        "--checkpoint-minutes", type=float, default=None, help="wall minutes between checkpoints (default 3)"
+    )
+    p.add_argument(
+        "--max-iterations",
+        type=int,
+        default=MAX_ITERATIONS,
+        help="strl_jax's runner.max_iterations (default: so many that the time limit ends the run)",
+    )
+    p.add_argument("--no-peer", action="store_true", help="train and evaluate strl_jax only")
+    p.add_argument("--peer-seeds", type=int, nargs="+", default=None, help="peer seeds (default 1)")
+    p.add_argument(
+        "--peer-minutes", type=float, default=None, help="wall minutes per peer run (default 2 x --minutes)"
+    )
+    p.add_argument("--eval-envs", type=int, default=None, help="evaluation envs (default 32)")
+    p.add_argument(
+        "--episode-length", type=int, default=None, help="evaluation episode length (default 1000)"
+    )
+    p.add_argument("--eval-seed", type=int, default=0, help="the evaluation's env keys")
+    p.add_argument("--target", type=float, default=0.35, help="velrmsd that counts as following commands")
+    p.add_argument("--max-falls", type=float, default=0.05, help="largest fraction of falls at the target")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny end-to-end check: "
+        + ", ".join(f"{k}={v}" for k, v in SMOKE.items())
+        + ", env.num_envs=32",
+    )
+    p.add_argument(
+        "--eval-only", action="store_true", help="re-evaluate the checkpoints in --out's runs.json"
+    )
+    p.add_argument("--out", default=None, help="output folder (default: a new /tmp folder)")
+    p.add_argument("--worker", choices=["strl_jax", "playground", "evaluate"], help=argparse.SUPPRESS)
+    p.add_argument("worker_args", nargs="*", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    defaults = dict(
+        seeds=[1, 2, 3],
+        peer_seeds=[1],
+        minutes=60.0,
+        checkpoint_minutes=3.0,
+        eval_envs=32,
+        episode_length=1000,
+    )
+    for key, value in ({**defaults, **SMOKE} if args.smoke else defaults).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.peer_minutes is None:
+        args.peer_minutes = 2 * args.minutes
+    sets = (["env.num_envs=32"] if args.smoke else []) + args.set
+    args.strl_overrides = [override(k, v) for k, v in parse_sets(sets).items()]
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        return worker_main(args.worker, *args.worker_args)
+    out = Path(args.out or f"/tmp/strl_bench_runs/go1_walk-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    info = {"machine": machine_info(), "args": {k: v for k, v in vars(args).items() if k != "worker_args"}}
+    if args.eval_only:
+        records = json.loads((out / "runs.json").read_text())["runs"]
+        for record in records:
+            evaluate(record, args, out)
+            write_outputs(out, info, records, args)
+    else:
+        plans = [strl_plan(args, seed) for seed in args.seeds]
+        if not args.no_peer:
+            plans += [peer_plan(args, seed, plans[0]["num_envs"]) for seed in args.peer_seeds]
+        for plan in plans:
+            spec = plan["spec"]
+            what = " ".join(spec["overrides"]) if "overrides" in spec else json.dumps(spec["kwargs"])
+            print(f"{plan['label']}: {spec['limit_s'] / 60:g} min; {what}", flush=True)
+        print(f"output in {out}", flush=True)
+        records = []
+        for plan in plans:
+            records.append(plan)
+            train(plan, out)
+            write_outputs(out, info, records, args)
+            evaluate(plan, args, out)
+            write_outputs(out, info, records, args)
+    text = write_outputs(out, info, records, args)
+    print("\n" + text + f"\n\nwritten to {out} (runs.json, summary.md, go1_walk.png)")
+    failed = any("error" in r.get("train", {}) or r.get("eval_error") for r in records)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
