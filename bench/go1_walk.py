@@ -443,7 +443,7 @@ def train(record: dict, out: Path) -> None:
     record["run_dir"] = spec["log_dir"]
     kind = "strl_jax" if record["library"] == "strl_jax" else "playground"
     argv = [sys.executable, str(Path(__file__).resolve()), "--worker", kind]
-    hard_limit = 1.25 * spec["limit_s"] + 900
+    hard_limit = 1.25 * spec["limit_s"] + 1800  # a worker past its limit by this much is stuck
     print(f"[{time.strftime('%H:%M:%S')}] training {record['label']} ...", flush=True)
     result = run_worker(
         argv, spec, out / "logs", record["label"], hard_limit, child_environment(str(REPO_DIR))
@@ -485,7 +485,8 @@ def evaluate(record: dict, args: argparse.Namespace, out: Path) -> None:
         f"{record['label']} ...",
         flush=True,
     )
-    timeout = 900 + 240 * len(record["checkpoints"]) * args.episode_length / 1000
+    programs = 2 if record.get("trained_reward") else 1
+    timeout = 1800 + len(record["checkpoints"]) * (60 + 240 * programs * args.episode_length / 1000)
     result = run_worker(argv, spec, out / "logs", label, timeout, child_environment(str(REPO_DIR)))
     record["evals"] = result.get("evals", [])
     record["eval_total_s"] = result.get("eval_total_s", result["wall_s"])
