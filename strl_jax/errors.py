@@ -45,3 +45,11 @@ class PlotError(ValueError):
 
 class NonFiniteError(RuntimeError):
     """Training produced a NaN or infinity; the message names the first non-finite quantity."""
+
+
+class DivergenceError(RuntimeError):
+    """Training stayed finite but ran away (`runner.stop_on_divergence`); the message says what."""
+
+
+class DivergenceWarning(RuntimeWarning):
+    """Training stayed finite but ran away: the KL, value loss or action std far past its bound."""

@@ -11,12 +11,13 @@ import sys
 from pathlib import Path
 
 from strl_jax.configs.loader import resolve_config
-from strl_jax.errors import CheckpointError, ConfigError, NonFiniteError
+from strl_jax.errors import CheckpointError, ConfigError, DivergenceError, NonFiniteError
 from strl_jax.train_loops.devices import initialize_distributed
 from strl_jax.train_loops.runner import train
 
 EXIT_CONFIG_ERROR = 2
-EXIT_NON_FINITE = 3  # the run diverged; its newest checkpoint is the last good state
+# the run diverged (not finite, or runner.stop_on_divergence); its newest checkpoint is the last good state
+EXIT_NON_FINITE = 3
 
 DEFAULT_TASK = "inverted_pendulum"
 
@@ -183,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    except NonFiniteError as err:
+    except (NonFiniteError, DivergenceError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_NON_FINITE
     if result.interrupted:

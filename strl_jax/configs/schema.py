@@ -251,6 +251,10 @@ class RunnerConfig:
     # chex/checkify checks of shapes and finiteness inside the iteration (slower: for finding
     # where a NaN first appears); the cheap per-iteration finiteness check is always on.
     debug: bool = False
+    # a run whose KL, value loss or action std runs orders of magnitude past what the config asks
+    # for (strl_jax.train_loops.divergence) is warned about once; true also stops it (exit 3, a
+    # population member stops alone), e.g. for sweeps
+    stop_on_divergence: bool = False
     # legged_gym/st_rl: the first episode of every env starts at a random step in
     # [0, episode_length), so that time-outs do not arrive in lockstep
     init_at_random_ep_len: bool = False
