@@ -15,6 +15,10 @@ class CheckpointError(Exception):
     """A checkpoint problem the user can act on; the message says what and where."""
 
 
+class CheckpointDamage(CheckpointError):
+    """A checkpoint step whose files are missing, truncated or unreadable (resume falls back)."""
+
+
 class CheckpointMismatchError(CheckpointError):
     """The checkpoint's arrays do not fit the state the config builds."""
 
