@@ -469,9 +469,9 @@ def test_to_rsl_rl_refuses_what_rsl_rl_has_not():
 
 def _dummy_env(num_obs: int, num_critic_obs: int, num_actions: int):
     """The smallest rsl_rl VecEnv: groups `policy` and `critic` as strl_jax names them."""
-    torch = pytest.importorskip("torch")
-    tensordict = pytest.importorskip("tensordict")
-    vec_env = pytest.importorskip("rsl_rl.env")
+    import rsl_rl.env as vec_env
+    import tensordict
+    import torch
 
     class DummyEnv(vec_env.VecEnv):
         def __init__(self):
@@ -492,8 +492,9 @@ def _dummy_env(num_obs: int, num_critic_obs: int, num_actions: int):
 @pytest.mark.parametrize("recurrent", [False, True], ids=["mlp", "lstm"])
 def test_rsl_rl_on_policy_runner_builds_the_same_network(recurrent):
     env = _dummy_env(num_obs=5, num_critic_obs=7, num_actions=3)
-    runners = pytest.importorskip("rsl_rl.runners")
-    torch = pytest.importorskip("torch")
+    import rsl_rl.runners as runners
+    import torch
+
     policy = PolicyConfig(
         class_name="ActorCriticRecurrent" if recurrent else "ActorCritic",
         actor_hidden_dims=(16, 8),
