@@ -318,7 +318,7 @@ def _newest_intact(directory: Path) -> int | None:
             try:
                 stored_signature(reader, step)
                 return step
-            except Exception:  # noqa: BLE001 - an unreadable step is skipped as on resume
+            except Exception:  # noqa: BLE001 - a step that does not read is not called intact
                 continue
         return None
     finally:
