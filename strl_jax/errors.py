@@ -15,6 +15,10 @@ class CheckpointError(Exception):
     """A checkpoint problem the user can act on; the message says what and where."""
 
 
+class CheckpointDamage(CheckpointError):
+    """A checkpoint step whose files are missing, truncated or unreadable (resume falls back)."""
+
+
 class CheckpointMismatchError(CheckpointError):
     """The checkpoint's arrays do not fit the state the config builds."""
 
@@ -45,3 +49,11 @@ class PlotError(ValueError):
 
 class NonFiniteError(RuntimeError):
     """Training produced a NaN or infinity; the message names the first non-finite quantity."""
+
+
+class DivergenceError(RuntimeError):
+    """Training stayed finite but ran away (`runner.stop_on_divergence`); the message says what."""
+
+
+class DivergenceWarning(RuntimeWarning):
+    """Training stayed finite but ran away: the KL, value loss or action std far past its bound."""

@@ -11,6 +11,7 @@ offscreen (e.g. with MUJOCO_GL=egl).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import warnings
 from collections.abc import Callable
@@ -123,19 +124,37 @@ def render_mujoco(env: VecEnv, states: list[Any], size: tuple[int, int]) -> list
     return frames
 
 
-def write_gif(env: VecEnv, states: list[Any], path: Path, size: tuple[int, int] = (240, 320)) -> str | None:
-    """Render the episode offscreen; returns why not when MuJoCo has no OpenGL context here."""
+@functools.cache
+def offscreen_problem() -> str | None:
+    """Why MuJoCo cannot render offscreen in this process (no OpenGL context: no display for
+    GLFW, or the `MUJOCO_GL` backend missing), or None when it can. Asked once per process: the
+    backend is fixed when mujoco is imported, and a second failed context creation aborts."""
     try:
-        from brax.io import image
+        import mujoco
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # GLFW's complaints about a missing display
-            if task_family(env.task) == "brax":
-                frames = image.render_array(env.env.sys, states, height=size[0], width=size[1])
-            else:
-                frames = render_mujoco(env, states, size)
+            with mujoco.Renderer(mujoco.MjModel.from_xml_string("<mujoco/>"), 8, 8):
+                pass
     except Exception as err:  # noqa: BLE001 - mujoco raises several kinds when no GL backend exists
         return f"{type(err).__name__}: {str(err).split(',')[0][:100]}"
+    return None
+
+
+def write_gif(env: VecEnv, states: list[Any], path: Path, size: tuple[int, int] = (240, 320)) -> str | None:
+    """Render the episode offscreen; returns why not when MuJoCo has no OpenGL context here.
+    Where it has one, a failure to render is an error and raises."""
+    problem = offscreen_problem()
+    if problem is not None:
+        return problem
+    from brax.io import image
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # GLFW's complaints about a missing display
+        if task_family(env.task) == "brax":
+            frames = image.render_array(env.env.sys, states, height=size[0], width=size[1])
+        else:
+            frames = render_mujoco(env, states, size)
     from PIL import Image
 
     images = [Image.fromarray(np.asarray(f)) for f in frames]
@@ -197,7 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"episode 0 (return {returns[0]:.3f}, {len(states)} steps): {page}")
     if args.no_video:
         return 0
-    reason = write_gif(env, states, out / "episode.gif")
+    try:
+        reason = write_gif(env, states, out / "episode.gif")
+    except Exception as err:  # noqa: BLE001 - MuJoCo can render here: any failure is reported as one
+        print(f"error: the episode could not be rendered ({type(err).__name__}: {err})", file=sys.stderr)
+        return 1
     if reason is None:
         print(f"video: {out / 'episode.gif'}")
     else:

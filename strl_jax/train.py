@@ -1,4 +1,4 @@
-"""`python -m strl_jax.train`: train PPO on a Brax task, or continue a run.
+"""`python -m strl_jax.train`: train on a Brax or MuJoCo Playground task, or continue a run.
 
 Flags follow legged_gym / IsaacLab scripts; any config field can be set with `key.sub=value`.
 """
@@ -11,12 +11,13 @@ import sys
 from pathlib import Path
 
 from strl_jax.configs.loader import resolve_config
-from strl_jax.errors import CheckpointError, ConfigError, NonFiniteError
+from strl_jax.errors import CheckpointError, ConfigError, DivergenceError, NonFiniteError
 from strl_jax.train_loops.devices import initialize_distributed
 from strl_jax.train_loops.runner import train
 
 EXIT_CONFIG_ERROR = 2
-EXIT_NON_FINITE = 3  # the run diverged; its newest checkpoint is the last good state
+# the run diverged (not finite, or runner.stop_on_divergence); its newest checkpoint is the last good state
+EXIT_NON_FINITE = 3
 
 DEFAULT_TASK = "inverted_pendulum"
 
@@ -24,10 +25,14 @@ DEFAULT_TASK = "inverted_pendulum"
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m strl_jax.train",
-        description="Train PPO on a Brax environment. Extra arguments are dotted config overrides, "
-        "e.g. algorithm.learning_rate=3e-4 policy.actor_hidden_dims=[128,128].",
+        description="Train a policy on a Brax or MuJoCo Playground task with any algorithm.class_name "
+        "(PPO, TPPO, Distillation, APPO, ...), or continue a run. Extra arguments are dotted config "
+        "overrides, e.g. algorithm.learning_rate=3e-4 policy.actor_hidden_dims=[128,128].",
     )
-    parser.add_argument("--task", help=f"Brax task (preset if one exists; default {DEFAULT_TASK})")
+    parser.add_argument(
+        "--task",
+        help=f"Brax or MuJoCo Playground task (its preset in configs/ if one exists; default {DEFAULT_TASK})",
+    )
     parser.add_argument("--num_envs", type=int, help="number of parallel environments (env.num_envs)")
     parser.add_argument("--seed", type=int, help="random seed")
     parser.add_argument(
@@ -183,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    except NonFiniteError as err:
+    except (NonFiniteError, DivergenceError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_NON_FINITE
     if result.interrupted:

@@ -207,7 +207,8 @@ def test_predict_style_reward_normalises_raw_policy_obs(disc):
 # ------------------------------------------------------------------------------- torch parity
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
 def test_discriminator_losses_match_torch(activation):
-    torch = pytest.importorskip("torch")
+    import torch
+
     module = Discriminator(hidden_dims=(32, 16), activation=activation)
     params = init_discriminator(module, jax.random.PRNGKey(3), D)
     params = jax.tree.map(lambda p: 2.0 * p, params)  # scores spread over the reward's kink

@@ -8,9 +8,11 @@ previous checkpoint loadable.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
-import os
+import resource
+import signal
 import threading
 from pathlib import Path
 
@@ -266,24 +268,37 @@ def meta_iteration(directory: Path, step: int) -> int:
         manager.close()
 
 
-def test_read_only_checkpoint_folder(tmp_path):
-    """Where permissions apply (not to root), a folder that turned read-only is reported the same way."""
-    if getattr(os, "geteuid", lambda: -1)() == 0:
-        pytest.skip("root writes into read-only folders")
+@contextlib.contextmanager
+def file_size_limit(limit: int):
+    """Writes past `limit` bytes fail (EFBIG), for root as for anyone: a folder that refuses
+    writes, as a read-only folder (which root writes into) or a full disk do."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel stops the process
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+
+
+def test_a_folder_that_refuses_writes_is_reported_with_the_intact_step(tmp_path):
+    """The arrays of step 2 cannot be written (the failure comes from orbax's background writer):
+    one `CheckpointError` with the cause and the step still intact, no writer thread left."""
     manager = open_manager(tmp_path / CHECKPOINT_DIR)
     save_checkpoint(manager, 1, {"x": np.arange(3.0)}, {})
     finish_saves(manager)
-    (tmp_path / CHECKPOINT_DIR).chmod(0o555)
     try:
-        with pytest.raises(
-            CheckpointError, match="checkpoint 2 could not be written .*checkpoint 1 is intact"
-        ):
-            save_checkpoint(manager, 2, {"x": np.arange(3.0)}, {})
+        with file_size_limit(4096), pytest.raises(CheckpointError) as failed:
+            save_checkpoint(manager, 2, {"x": np.arange(300_000.0)}, {})
             finish_saves(manager)
     finally:
-        (tmp_path / CHECKPOINT_DIR).chmod(0o755)
         close_manager(manager)
+    message = str(failed.value)
+    assert message.startswith(f"checkpoint 2 could not be written to {str(tmp_path / CHECKPOINT_DIR)!r} (")
+    assert "(ValueError: OUT_OF_RANGE: Error writing" in message and "checkpoint 1 is intact" in message
     assert orbax_writer_threads() == []
+    assert meta_iteration(tmp_path / CHECKPOINT_DIR, 1) == 1
 
 
 def test_a_checkpoint_without_the_initial_state_pool_names_the_setting_to_resume_with():

@@ -29,6 +29,7 @@ from strl_jax.train_loops.checkpoint import (
     CheckpointError,
     CheckpointMismatchError,
     CheckpointWarning,
+    close_manager,
     open_manager,
     read_meta,
     restore_checkpoint,
@@ -295,7 +296,8 @@ def test_evaluation_rows_and_tensorboard_tags(full_run):
     assert [r["iteration"] for r in evals] == [3, 6]
     for row in evals:
         assert 1.0 <= row["eval_episode_length"] <= 50.0
-        assert row["eval_reward"] > 0.0  # inverted_pendulum pays 1 per step alive
+        # inverted_pendulum pays 1 per step alive: the return is the length
+        assert row["eval_reward"] == pytest.approx(row["eval_episode_length"], rel=1e-6)
     events = EventAccumulator(str(full_run.log_dir))
     events.Reload()
     assert [e.step for e in events.Scalars("Eval/episode_reward")] == [3, 6]
@@ -325,3 +327,83 @@ def test_resume_from_an_explicit_older_checkpoint(full_run, tmp_path):
     assert without_time(read_rows(run)) == without_time(read_rows(full_run.log_dir))
     with pytest.raises(CheckpointError, match="no checkpoints in"):
         restore_step(tmp_path / "nothing")
+
+
+# ----------------------------------------------------------------------------- damage or bug
+SMALL = {"train_state": {"w": np.arange(300, dtype=np.float32).reshape(3, 100), "b": np.ones(3, np.float32)}}
+
+
+@pytest.fixture
+def two_steps(tmp_path) -> Path:
+    """Steps 1 and 2 of a small state (no training): step 2 is the one the tests damage."""
+    manager = open_manager(tmp_path / "checkpoints")
+    for step in (1, 2):
+        save_checkpoint(manager, step, jax.tree.map(lambda x, s=step: x * s, SMALL), {"window": {}})
+    close_manager(manager)
+    return tmp_path / "checkpoints"
+
+
+def restore_small(directory: Path, step: int | None = None):
+    manager = open_manager(directory, read_only=True)
+    try:
+        abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), SMALL)
+        return restore_checkpoint(manager, abstract, step)
+    finally:
+        manager.close()
+
+
+def files(folder: Path, data_only: bool = False) -> list[Path]:
+    """Files under `folder`; `data_only`: orbax's array data (its `d/` folders), not metadata."""
+    return sorted(p for p in folder.rglob("*") if p.is_file() and (p.parent.name == "d" or not data_only))
+
+
+DAMAGE = {
+    "meta_folder_missing": (lambda step: shutil.rmtree(step / "meta"), "its meta folder is missing"),
+    "array_files_truncated": (
+        lambda step: [
+            f.write_bytes(f.read_bytes()[: f.stat().st_size // 2]) for f in files(step / "state", True)
+        ],
+        "an array cannot be read",
+    ),
+    "array_files_zeroed": (
+        lambda step: [f.write_bytes(bytes(f.stat().st_size)) for f in files(step / "state", True)],
+        "an array cannot be read",
+    ),
+    "meta_truncated": (
+        lambda step: [f.write_bytes(f.read_bytes()[:10]) for f in files(step / "meta")],
+        "a metadata file is truncated or not JSON",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(DAMAGE))
+def test_named_damage_falls_back_to_the_step_before(two_steps, name):
+    damage, reason = DAMAGE[name]
+    damage(two_steps / "2")
+    with pytest.warns(
+        CheckpointWarning, match=f"checkpoint 2 .* cannot be read \\(({reason}).*falling back to checkpoint 1"
+    ):
+        state, _, step = restore_small(two_steps)
+    assert step == 1
+    np.testing.assert_array_equal(np.asarray(state["train_state"]["w"]), SMALL["train_state"]["w"])
+    with pytest.raises(CheckpointError, match=f"checkpoint 2 .* cannot be read \\(({reason})"):
+        restore_small(two_steps, step=2)  # the step asked for is not replaced by another
+
+
+def test_a_bug_while_restoring_is_not_taken_for_damage(two_steps, monkeypatch):
+    """Any other failure propagates with its cause: resuming from an older step would hide it."""
+    import strl_jax.train_loops.checkpoint as checkpoint_module
+
+    def broken(*args, **kwargs):
+        raise KeyError("a restore bug")
+
+    monkeypatch.setattr(checkpoint_module, "fill_from", broken)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CheckpointWarning)
+        with pytest.raises(KeyError, match="a restore bug"):
+            restore_small(two_steps)
+    monkeypatch.setattr(
+        checkpoint_module, "restore_raw", lambda *a, **k: (_ for _ in ()).throw(ValueError("bad"))
+    )
+    with pytest.raises(ValueError, match="^bad$"):
+        restore_small(two_steps)

@@ -13,19 +13,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import torch
+from torch import nn
 
-torch = pytest.importorskip("torch")
-from torch import nn  # noqa: E402
-
-from strl_jax.errors import CheckpointMismatchError, ConfigError  # noqa: E402
-from strl_jax.networks.conv2d import (  # noqa: E402
+from strl_jax.errors import CheckpointMismatchError, ConfigError
+from strl_jax.networks.conv2d import (
     Conv2dHeadModel,
     Conv2dModel,
     MlpModel,
     conv2d_output_shape,
     params_from_torch_state_dict,
 )
-from strl_jax.networks.encoders import ENCODER_CLASSES, make_encoder  # noqa: E402
+from strl_jax.networks.encoders import ENCODER_CLASSES, make_encoder
 
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 

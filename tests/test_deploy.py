@@ -3,6 +3,8 @@ observes and acts as the JAX env does, and the CLI runs an exported policy end t
 
 from __future__ import annotations
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -110,12 +112,23 @@ def tiny_go1_run(go1, path):
 
 
 def test_deploy_cli_runs_an_exported_policy(go1, tmp_path, capsys):
+    """The exported ONNX policy in native MuJoCo and the JAX policy in the JAX env, from the same
+    initial states and commands: the same episode lengths and returns (8 steps: the two
+    physics engines have not drifted apart yet)."""
     run = tiny_go1_run(go1, tmp_path / "run")
-    argv = [str(run), "--episodes", "1", "--episode_length", "8", "--json", str(tmp_path / "m.json")]
+    argv = [str(run), "--episodes", "2", "--episode_length", "8", "--json", str(tmp_path / "m.json")]
     assert deploy_main(argv) == 0
     out = capsys.readouterr().out
     assert "native return" in out and "jax return" in out and (run / "exported" / "policy.onnx").exists()
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    assert len(metrics["native"]) == len(metrics["jax"]) == 2
+    for native, jax_side in zip(metrics["native"], metrics["jax"], strict=True):
+        assert native["length"] == jax_side["length"] == 8 and native["fell"] == jax_side["fell"] == 0
+        for key in ("return", "lin_vel_rms", "yaw_rate_rms"):  # seen: within 0.5%
+            assert native[key] == pytest.approx(jax_side[key], rel=0.02), key
+    assert metrics["jax"][0]["return"] != pytest.approx(metrics["jax"][1]["return"], rel=0.1)  # own commands
     assert deploy_main([str(run), "--episodes", "1", "--episode_length", "4", "--no-jax"]) == 0
+    assert "jax return" not in capsys.readouterr().out
 
 
 def test_unsupported_task_is_named():

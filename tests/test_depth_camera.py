@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import mujoco
 import numpy as np
-import pytest
+from extras import require_playground
+from mujoco import mjx
 
-mujoco = pytest.importorskip("mujoco")
-from mujoco import mjx  # noqa: E402
-
-from strl_jax.envs.depth_camera import (  # noqa: E402
+from strl_jax.envs.depth_camera import (
     DepthCameraSpec,
     camera_pose,
     camera_rays,
@@ -156,7 +155,7 @@ def test_hfield_matches_mj_ray():
 
 
 def test_go1_rough_terrain_matches_mj_ray():
-    pytest.importorskip("mujoco_playground")
+    require_playground()
     from mujoco_playground import registry
 
     from strl_jax.envs.menagerie import use_offline_menagerie

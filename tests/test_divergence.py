@@ -1,22 +1,30 @@
 """A run whose numbers stop being finite stops at once with exit code 3, names the first
-non-finite quantity, saves nothing of the broken state, and resumes from its last checkpoint."""
+non-finite quantity, saves nothing of the broken state, and resumes from its last checkpoint.
+A run whose numbers stay finite but run away (KL, value loss, std) is warned about once, and
+stopped with `runner.stop_on_divergence`."""
 
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 from tiny_config import tiny
 
 from strl_jax.configs.loader import resolve_config
-from strl_jax.errors import NonFiniteError
+from strl_jax.configs.schema import TrainConfig
+from strl_jax.errors import DivergenceWarning, NonFiniteError
 from strl_jax.train import EXIT_NON_FINITE
 from strl_jax.train import main as train_main
 from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR
+from strl_jax.train_loops.divergence import KL_FACTOR, STD_FACTOR, VALUE_FACTOR, diverged
+from strl_jax.train_loops.population import POPULATION_FILE
 from strl_jax.train_loops.runner import train
 
 RUN = ["--task", "inverted_pendulum", *tiny("runner.eval_interval=0")]
 INFINITE_REWARDS = "algorithm.reward_scale=1e38"  # returns overflow to inf: the losses cannot be finite
+# far too large a step: value loss ~1e14, KL ~1e6 and a std of thousands, all finite
+RUNAWAY = ["algorithm.learning_rate=1e3", "algorithm.schedule=fixed", "algorithm.max_grad_norm=1e9"]
 
 
 def iterations(run_dir) -> list[int]:
@@ -29,7 +37,9 @@ def checkpoints(run_dir) -> list[int]:
 
 def test_diverging_run_stops_with_exit_code_3_and_resumes(tmp_path, capsys):
     run = tmp_path / "run"
-    assert train_main([*RUN, "runner.max_iterations=4", f"runner.log_dir={run}", "--quiet"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DivergenceWarning)  # a healthy run is not called diverging
+        assert train_main([*RUN, "runner.max_iterations=4", f"runner.log_dir={run}", "--quiet"]) == 0
     assert checkpoints(run) == [2, 4]
     # continue with rewards that overflow: iteration 5 diverges
     code = train_main(["--resume", str(run), "runner.max_iterations=8", INFINITE_REWARDS, "--quiet"])
@@ -53,3 +63,73 @@ def test_debug_checks_name_the_primitive_that_made_the_first_nan(tmp_path):
     ):
         train(cfg, tmp_path, verbose=False)
     assert not (tmp_path / CHECKPOINT_DIR).exists() or not any((tmp_path / CHECKPOINT_DIR).iterdir())
+
+
+def test_runaway_run_is_warned_about_once(tmp_path):
+    """Finite but runaway: one warning naming what ran past which bound; the run goes on."""
+    run = tmp_path / "run"
+    with pytest.warns(DivergenceWarning) as caught:
+        assert (
+            train_main([*RUN, *RUNAWAY, "runner.max_iterations=3", f"runner.log_dir={run}", "--quiet"]) == 0
+        )
+    messages = [str(w.message) for w in caught if w.category is DivergenceWarning]
+    assert len(messages) == 1, messages
+    assert "iteration 1: the run is diverging: kl = " in messages[0]
+    assert f"> {KL_FACTOR * 0.01:.3g} ({KL_FACTOR:g} x algorithm.desired_kl=0.01)" in messages[0]
+    assert "value_function = " in messages[0] and "runner.stop_on_divergence=true stops" in messages[0]
+    assert "once per run" in messages[0]
+    assert iterations(run) == [1, 2, 3]
+
+
+def test_stop_on_divergence_stops_with_exit_code_3(tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = [
+        *RUN,
+        *RUNAWAY,
+        "runner.max_iterations=3",
+        f"runner.log_dir={run}",
+        "runner.stop_on_divergence=true",
+    ]
+    assert train_main([*argv, "--quiet"]) == EXIT_NON_FINITE
+    err = capsys.readouterr().err
+    assert "iteration 1: the run is diverging: kl = " in err and "the run stops here" in err
+    assert "no checkpoint of this run was written yet" in err
+    assert not (run / CHECKPOINT_DIR).exists() or not any((run / CHECKPOINT_DIR).iterdir())
+
+
+def test_stop_on_divergence_stops_only_the_runaway_member(tmp_path):
+    """In a sweep, the member with the runaway learning rate stops; the other trains on."""
+    log_dir = tmp_path / "pop"
+    sweep = "sweep.algorithm.learning_rate=[1e-3, 1e3]"
+    others = ["algorithm.schedule=fixed", "algorithm.max_grad_norm=1e9", "runner.stop_on_divergence=true"]
+    assert (
+        train_main([*RUN, *others, sweep, "runner.max_iterations=3", "--log_dir", str(log_dir), "--quiet"])
+        == 0
+    )
+    status = {m["name"]: m["status"] for m in json.loads((log_dir / POPULATION_FILE).read_text())["members"]}
+    assert status == {
+        "m00_seed1_learning_rate=0.001": "running",
+        "m01_seed1_learning_rate=1000": "diverged",
+    }
+    assert iterations(log_dir / "m00_seed1_learning_rate=0.001") == [1, 2, 3]
+    assert iterations(log_dir / "m01_seed1_learning_rate=1000") == []
+
+
+@pytest.mark.parametrize("name", ["kl", "mean_noise_std", "value_function"])
+def test_each_bound_is_where_the_docs_put_it(name):
+    """desired_kl 0.01, init std 0.5, mean step reward 2 at gamma 0.9 and reward_scale 0.5:
+    bounds 10, 50 and 1e6 (1 + 10^2); a value just below passes, just above is named."""
+    cfg = TrainConfig()
+    cfg = cfg.__class__(
+        algorithm=cfg.algorithm.__class__(desired_kl=0.01, gamma=0.9, reward_scale=0.5),
+        policy=cfg.policy.__class__(init_noise_std=0.5),
+    )
+    bound = {
+        "kl": KL_FACTOR * 0.01,
+        "mean_noise_std": STD_FACTOR * 0.5,
+        "value_function": VALUE_FACTOR * 101,
+    }[name]
+    healthy = {"kl": 0.01, "mean_noise_std": 0.5, "value_function": 1.0}
+    assert diverged(cfg, healthy | {name: bound * 0.99}, mean_step_reward=-2.0) == []
+    (phrase,) = diverged(cfg, healthy | {name: bound * 1.01}, mean_step_reward=-2.0)
+    assert phrase.startswith(f"{name} = ") and f"> {bound:.3g}" in phrase

@@ -8,18 +8,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import torch
+from test_conv2d import TorchConv2dHead, torch_mlp
+from torch import nn
 
-torch = pytest.importorskip("torch")
-from test_conv2d import TorchConv2dHead, torch_mlp  # noqa: E402
-from torch import nn  # noqa: E402
-
-from strl_jax.configs.loader import resolve_config  # noqa: E402
-from strl_jax.configs.schema import PolicyConfig  # noqa: E402
-from strl_jax.errors import ConfigError  # noqa: E402
-from strl_jax.networks.conv2d import params_from_torch_state_dict  # noqa: E402
-from strl_jax.networks.latents import latent_source  # noqa: E402
-from strl_jax.networks.policy import make_policy_model  # noqa: E402
-from strl_jax.networks.policy_classes import POLICY_CLASSES  # noqa: E402
+from strl_jax.configs.loader import resolve_config
+from strl_jax.configs.schema import PolicyConfig
+from strl_jax.errors import ConfigError
+from strl_jax.networks.conv2d import params_from_torch_state_dict
+from strl_jax.networks.latents import latent_source
+from strl_jax.networks.policy import make_policy_model
+from strl_jax.networks.policy_classes import POLICY_CLASSES
 
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 # the policy group: proprioception around a height image and a command; the critic adds a velocity

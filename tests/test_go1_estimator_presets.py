@@ -13,8 +13,9 @@ from functools import cache
 
 import jax
 import pytest
+from extras import require_playground
 
-pytest.importorskip("mujoco_playground")
+require_playground()
 
 from strl_jax.configs import resolve_config  # noqa: E402
 from strl_jax.envs import make_env_from_config  # noqa: E402

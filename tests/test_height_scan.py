@@ -9,12 +9,12 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import mujoco
 import numpy as np
 import pytest
+from extras import require_playground
 
-mujoco = pytest.importorskip("mujoco")
-
-from strl_jax.envs import height_scan as hs  # noqa: E402
+from strl_jax.envs import height_scan as hs
 
 TOLERANCE = 1e-5  # metres; float32 lookups against MuJoCo's float64 rays
 DOWN = np.array([0.0, 0.0, -1.0])
@@ -214,17 +214,13 @@ def scan_rays(model: mujoco.MjModel, points: np.ndarray, top: float = 2.0) -> np
 
 
 def test_go1_rough_terrain_matches_mujoco_rays():
-    pytest.importorskip("mujoco_playground")
+    require_playground()
     from etils import epath  # noqa: PLC0415 - Playground's path type
     from mujoco_playground._src.locomotion.go1 import base, go1_constants  # noqa: PLC0415
 
     from strl_jax.envs.menagerie import use_offline_menagerie  # noqa: PLC0415
-    from strl_jax.errors import ConfigError  # noqa: PLC0415
 
-    try:
-        use_offline_menagerie("Go1JoystickRoughTerrain")
-    except ConfigError as err:
-        pytest.skip(str(err))
+    use_offline_menagerie("Go1JoystickRoughTerrain")  # the test extra installs the model: no skip
     xml = epath.Path(go1_constants.FEET_ONLY_ROUGH_TERRAIN_XML).read_text()
     model = mujoco.MjModel.from_xml_string(xml, assets=base.get_assets())
     field = hs.heightfield_of(model, "floor")
@@ -247,7 +243,7 @@ def test_go1_rough_terrain_matches_mujoco_rays():
 
 def test_rough_scenes_share_one_heightfield():
     """Go1's and the humanoids' rough-terrain scenes declare the same heightfield."""
-    playground = pytest.importorskip("mujoco_playground")
+    playground = require_playground()
     root = Path(playground.__file__).parent / "_src" / "locomotion"
     found = {}
     for robot in ("go1", "g1", "t1", "berkeley_humanoid"):

@@ -49,8 +49,9 @@ def test_mlp_layers_and_activation_names():
 def test_activation_names_mean_what_rsl_rl_means():
     """Every name rsl_rl's `resolve_nn_activation` knows computes torch's function here (`crelu` is
     torch.nn.CELU there, GELU the exact erf form), and strl_jax's aliases export to rsl_rl's name."""
-    torch = pytest.importorskip("torch")
-    rsl_utils = pytest.importorskip("rsl_rl.utils.utils")
+    import rsl_rl.utils.utils as rsl_utils
+    import torch
+
     from strl_jax.configs.rsl_rl_config import rsl_rl_activation
 
     x = np.linspace(-4.0, 4.0, 97, dtype=np.float32)

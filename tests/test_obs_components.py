@@ -10,6 +10,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
+from extras import require_playground
 
 from strl_jax.configs.loader import resolve_config
 from strl_jax.envs import make_env_from_config
@@ -167,7 +168,7 @@ GO1_WITHOUT_LIN_VEL = [
 @pytest.fixture(scope="module")
 def go1():
     """Go1 with `policy` selected, and one reset state of the single env."""
-    pytest.importorskip("mujoco_playground")
+    require_playground()
     env = build(
         "Go1JoystickFlatTerrain",
         "env.num_envs=32",  # the preset's minibatches divide it; no env is allocated here

@@ -12,8 +12,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from extras import require_playground
 
-pytest.importorskip("mujoco_playground")
+require_playground()
 
 from strl_jax.configs.loader import resolve_config  # noqa: E402
 from strl_jax.envs import height_scan as hs  # noqa: E402

@@ -9,10 +9,13 @@ import shutil
 import zlib
 
 import pytest
+from PIL import Image
 from tiny_config import tiny
 
+import strl_jax.play as play_module
 from strl_jax.configs.loader import resolve_config
 from strl_jax.play import main as play_main
+from strl_jax.play import offscreen_problem
 from strl_jax.plot import main as plot_main
 from strl_jax.train_loops.runner import train
 
@@ -38,7 +41,30 @@ def test_play_reports_episodes_and_writes_a_viewer_page(trained, tmp_path, capsy
     frames = json.loads(zlib.decompress(base64.b64decode(payload)))["states"]["x"]
     steps = int(re.search(r"episode 0 \(return [-0-9.]+, (\d+) steps\)", out).group(1))
     assert len(frames) == steps >= 1
-    assert (tmp_path / "episode.gif").is_file() or "video skipped" in out
+    problem = offscreen_problem()  # where MuJoCo can render, the GIF must come out right
+    if problem is None:
+        with Image.open(tmp_path / "episode.gif") as gif:
+            assert gif.n_frames == steps and gif.size == (320, 240)
+        assert f"video: {tmp_path / 'episode.gif'}" in out
+    else:
+        assert f"video skipped, MuJoCo cannot render here ({problem})" in out
+        assert not (tmp_path / "episode.gif").exists()
+
+
+def test_play_reports_a_rendering_failure_where_mujoco_can_render(trained, tmp_path, capsys, monkeypatch):
+    """A renderer that breaks while an OpenGL context exists is an error naming the cause (exit 1),
+    not a skipped video."""
+    from brax.io import image
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the scene has no camera")
+
+    monkeypatch.setattr(play_module, "offscreen_problem", lambda: None)
+    monkeypatch.setattr(image, "render_array", broken)
+    assert play_main([str(trained.log_dir), "--episodes", "4", "--out", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert "error: the episode could not be rendered (RuntimeError: the scene has no camera)" in captured.err
+    assert "video skipped" not in captured.out
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from extras import require_playground
 
-pytest.importorskip("mujoco_playground")
+require_playground()
 
 from mujoco_playground import registry  # noqa: E402
 from mujoco_playground._src import mjx_env  # noqa: E402

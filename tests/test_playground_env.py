@@ -14,14 +14,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from extras import require_playground
 
-pytest.importorskip("mujoco_playground")
+require_playground()
 
 from strl_jax.configs.loader import resolve_config  # noqa: E402
-from strl_jax.envs import (
-    make_env_from_config,  # noqa: E402
-    menagerie,  # noqa: E402
-)
+from strl_jax.envs import make_env_from_config, menagerie  # noqa: E402
 from strl_jax.envs.vec_env import StepResult  # noqa: E402
 from strl_jax.errors import ConfigError  # noqa: E402
 from strl_jax.train_loops.evaluation import deterministic_episodes, locomotion_metrics  # noqa: E402

@@ -16,8 +16,9 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from extras import require_playground
 
-pytest.importorskip("mujoco_playground")
+require_playground()
 
 from mujoco_playground import dm_control_suite, locomotion, registry  # noqa: E402
 from mujoco_playground.config import dm_control_suite_params, locomotion_params  # noqa: E402

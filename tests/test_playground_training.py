@@ -14,8 +14,9 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from extras import require_playground
 
-pytest.importorskip("mujoco_playground")
+require_playground()
 
 from test_checkpoint_resume import assert_trees_equal, without_time  # noqa: E402
 

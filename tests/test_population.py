@@ -151,7 +151,8 @@ def test_trials_receive_evaluations_and_prune_members(population, tmp_path):
 
 
 def test_optuna_trials_get_every_evaluation(population, tmp_path):
-    optuna = pytest.importorskip("optuna")
+    import optuna
+
     study = optuna.create_study(direction="maximize")
     trials = [study.ask() for _ in NAMES]
     cfg = resolve_config(None, [str(population / "config.yaml")])

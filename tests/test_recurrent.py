@@ -10,6 +10,7 @@ import torch
 from learning_runs import memory_vs_feedforward
 from rsl_rl.utils import split_and_pad_trajectories, unpad_trajectories
 
+from strl_jax.buffers.minibatch import minibatch_indices
 from strl_jax.configs import resolve_config
 from strl_jax.envs import make_env_from_config
 from strl_jax.networks.actor_critic_recurrent import ActorCriticRecurrent
@@ -135,12 +136,28 @@ def test_update_sequences_reproduce_rollout_log_probs(recurrent_learner):
     jax.tree.map(np.testing.assert_array_equal, before, jax.tree.map(np.asarray, new_rs.hidden))
 
 
-def test_recurrent_iteration_runs_and_minibatches_are_environments(recurrent_learner):
+def test_recurrent_minibatches_are_whole_environments(recurrent_learner):
+    """A recurrent update's minibatches are whole environments' sequences, re-run from their
+    stored initial memories: the batch stays `[T, N]`, an order partitions the environments, and
+    the update's first step sees exactly the acting policy (its KL is st_rl's eps per action
+    dimension; a minibatch cut across time or restarted from the wrong memory moves it)."""
     learner, ts, rs = recurrent_learner
-    ts, rs, metrics = jax.jit(learner.iteration)(ts, rs)
-    scalars = metrics["scalars"]
-    assert np.isfinite(float(scalars["surrogate"])) and np.isfinite(float(scalars["value_function"]))
-    assert int(ts.iteration) == 1
+    rs, _, _ = jax.jit(learner.rollout)(ts, rs, jax.random.PRNGKey(1))  # memories not zero
+    rs, transitions, _ = jax.jit(learner.rollout)(ts, rs, jax.random.PRNGKey(2))
+    last_values = learner.critic_value(ts.params, ts.normalizers, rs.obs, rs.hidden)
+    steps, envs = transitions.rewards.shape
+    batch, _ = jax.jit(learner.make_batch)(ts, transitions, last_values)
+    assert batch.obs["policy"].shape[:2] == (steps, envs) and float(transitions.dones.sum()) > 0
+    minibatches = learner.cfg.algorithm.num_mini_batches
+    order = np.asarray(minibatch_indices(jax.random.PRNGKey(3), envs, 1, minibatches))
+    assert order.shape == (minibatches, envs // minibatches)
+    assert sorted(order.ravel().tolist()) == list(range(envs))
+    update = jax.jit(learner.ppo_update)
+    (_, _, _, metrics, _, _), _ = update(ts, {}, transitions, last_values, jax.random.PRNGKey(4))
+    assert metrics["kl"].shape == (learner.cfg.algorithm.num_learning_epochs, minibatches)
+    eps_only = learner.env.action_size * np.log1p(learner.cfg.algorithm.kl_epsilon)
+    np.testing.assert_allclose(float(metrics["kl"][0, 0]), eps_only, rtol=0.02)
+    assert float(np.max(metrics["kl"])) > 10 * eps_only  # later steps see a moved policy
 
 
 @pytest.mark.slow

@@ -24,6 +24,7 @@ from strl_jax.configs.loader import (
 )
 from strl_jax.configs.rsl_rl_config import (
     PPO_KEYS,
+    RSL_RL_UPDATE,
     from_rsl_rl_config,
     is_rsl_rl_config,
     to_rsl_rl_train_cfg,
@@ -92,6 +93,7 @@ def test_isaaclab_policy_form_maps_field_by_field():
             "activation": "elu",
         },
         "algorithm": {
+            **RSL_RL_UPDATE,
             **PPO_FROM_DUMPS,
             "entropy_coef": 0.005,
             "optimizer": "adam",
@@ -131,6 +133,7 @@ def test_rsl_rl5_actor_critic_json_maps_field_by_field():
         "neptune_project": "isaaclab",
     }
     assert mapped["algorithm"] == {
+        **RSL_RL_UPDATE,
         **PPO_FROM_DUMPS,
         "entropy_coef": 0.01,
         "optimizer": "adam",
@@ -181,14 +184,14 @@ def test_obs_groups_name_playground_keys():
     assert groups({"actor": ["policy"], "critic": ["policy"]}) == {"critic": ["state"]}
     assert groups({"policy": ["policy", "height_scan"]}) == {"policy": ["state", "height_scan"]}
     teacher = from_rsl_rl_config({"obs_groups": {"student": ["policy"], "teacher": ["critic"]}})
-    assert teacher == {"algorithm": {"teacher_policy": {"obs_group": "critic"}}}
+    assert teacher == {"algorithm": {**RSL_RL_UPDATE, "teacher_policy": {"obs_group": "critic"}}}
 
 
 def test_desired_kl_null_and_infinite_grad_norm():
     mapped = from_rsl_rl_config(
         {"num_steps_per_env": 8, "algorithm": {"desired_kl": None, "max_grad_norm": float("inf")}}
     )
-    assert mapped["algorithm"] == {"schedule": "fixed", "max_grad_norm": None}
+    assert mapped["algorithm"] == {**RSL_RL_UPDATE, "schedule": "fixed", "max_grad_norm": None}
 
 
 def test_legged_gym_train_cfg_is_flattened():
@@ -214,11 +217,21 @@ def test_legged_gym_train_cfg_is_flattened():
         "seed": 3,
         "runner": {"num_steps_per_env": 48, "max_iterations": 200, "experiment_name": "go1"},
         "policy": {"class_name": "ActorCriticRecurrent", "rnn_hidden_size": 128, "actor_hidden_dims": [64]},
-        "algorithm": {"class_name": "PPO", "gamma": 0.98},
+        "algorithm": {**RSL_RL_UPDATE, "class_name": "PPO", "gamma": 0.98},
     }
     data["runner"]["checkpoint"] = 500
     with pytest.raises(ConfigError, match=r"runner\.checkpoint: 500 loads a checkpoint; use --load"):
         from_rsl_rl_config(data)
+
+
+def test_rsl_rl_configs_ask_for_rsl_rl_update():
+    """Any rsl_rl config sets rsl_rl's update (exact KL, the two networks clipped apart) over a
+    preset's st_rl defaults, unless it names strl_jax's fields itself; strl_jax files keep st_rl's."""
+    cfg = resolve_config(TASK, overrides=["algorithm.learning_rate=1e-3"])
+    assert (cfg.algorithm.kl_epsilon, cfg.algorithm.clip_grad_per_network) == (1e-5, False)
+    assert from_rsl_rl_config({"num_steps_per_env": 8})["algorithm"] == RSL_RL_UPDATE
+    own = {"num_steps_per_env": 8, "algorithm": {"kl_epsilon": 1e-5, "clip_grad_per_network": False}}
+    assert from_rsl_rl_config(own)["algorithm"] == {"kl_epsilon": 1e-5, "clip_grad_per_network": False}
 
 
 def test_distillation_student_teacher_forms():
@@ -259,6 +272,7 @@ def test_distillation_student_teacher_forms():
         },
         "runner": {"empirical_normalization": True},
         "algorithm": {
+            **RSL_RL_UPDATE,
             **algorithm,
             # the teacher's layers come from its run (teacher_policy.checkpoint), not from here
             "teacher_policy": {"class_name": "ActorCritic", "obs_group": "critic"},
@@ -275,7 +289,7 @@ def test_distillation_student_teacher_forms():
             "teacher_hidden_dims": [512, 256],
             "activation": "elu",
         },
-        "algorithm": {"class_name": "Distillation", "num_learning_epochs": 1},
+        "algorithm": {**RSL_RL_UPDATE, "class_name": "Distillation", "num_learning_epochs": 1},
     }
     assert from_rsl_rl_config(old_form) == {
         "policy": {
@@ -285,7 +299,7 @@ def test_distillation_student_teacher_forms():
             "activation": "elu",
         },
         "runner": {"empirical_normalization": False},
-        "algorithm": {"class_name": "Distillation", "num_learning_epochs": 1},
+        "algorithm": {**RSL_RL_UPDATE, "class_name": "Distillation", "num_learning_epochs": 1},
     }
 
 
@@ -440,7 +454,8 @@ def test_round_trip_recovers_network_and_algorithm(path):
     for key, value in back["policy"].items():
         assert value == policy[key], key
     assert set(back["policy"]) >= {"class_name", "actor_hidden_dims", "critic_hidden_dims", "activation"}
-    assert back["algorithm"] == {"class_name": "PPO"} | {k: getattr(cfg.algorithm, k) for k in PPO_KEYS}
+    expected = {"class_name": "PPO"} | {k: getattr(cfg.algorithm, k) for k in PPO_KEYS}
+    assert back["algorithm"] == RSL_RL_UPDATE | expected
     for key in ("num_steps_per_env", "max_iterations", "save_interval", "empirical_normalization"):
         assert back["runner"][key] == getattr(cfg.runner, key)
     assert back["seed"] == cfg.seed
@@ -454,9 +469,9 @@ def test_to_rsl_rl_refuses_what_rsl_rl_has_not():
 
 def _dummy_env(num_obs: int, num_critic_obs: int, num_actions: int):
     """The smallest rsl_rl VecEnv: groups `policy` and `critic` as strl_jax names them."""
-    torch = pytest.importorskip("torch")
-    tensordict = pytest.importorskip("tensordict")
-    vec_env = pytest.importorskip("rsl_rl.env")
+    import rsl_rl.env as vec_env
+    import tensordict
+    import torch
 
     class DummyEnv(vec_env.VecEnv):
         def __init__(self):
@@ -477,8 +492,9 @@ def _dummy_env(num_obs: int, num_critic_obs: int, num_actions: int):
 @pytest.mark.parametrize("recurrent", [False, True], ids=["mlp", "lstm"])
 def test_rsl_rl_on_policy_runner_builds_the_same_network(recurrent):
     env = _dummy_env(num_obs=5, num_critic_obs=7, num_actions=3)
-    runners = pytest.importorskip("rsl_rl.runners")
-    torch = pytest.importorskip("torch")
+    import rsl_rl.runners as runners
+    import torch
+
     policy = PolicyConfig(
         class_name="ActorCriticRecurrent" if recurrent else "ActorCritic",
         actor_hidden_dims=(16, 8),

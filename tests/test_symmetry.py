@@ -11,26 +11,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import torch
+from extras import require_playground
+from rsl_rl.runners import OnPolicyRunner
+from tensordict import TensorDict
 from tiny_config import tiny
 
 from strl_jax.agents.ppo import PPOBatch, make_optimizer
 from strl_jax.agents.symmetry import SymmetryEnv, SymmetryPart, copies
 from strl_jax.configs import ConfigError, resolve_config
+from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
 from strl_jax.envs import symmetry as mirrors
 from strl_jax.envs.playground_components import component_layout, component_slices
 from strl_jax.networks.normalizer import NormalizerState
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.learner import POLICY, Learner, PPOUpdate, normalize_groups
 from strl_jax.train_loops.runner import train
-
-torch = pytest.importorskip("torch")
-pytest.importorskip("rsl_rl")
-
-from rsl_rl.runners import OnPolicyRunner  # noqa: E402
-from tensordict import TensorDict  # noqa: E402
-
-from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg  # noqa: E402
-from strl_jax.train_loops.torch_checkpoints import rsl_rl_state_dicts  # noqa: E402
+from strl_jax.train_loops.torch_checkpoints import rsl_rl_state_dicts
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 SIZES, ACT, ENVS, STEPS = {"policy": 5, "critic": 7}, 3, 8, 4
@@ -463,10 +460,8 @@ def test_rsl_rl_symmetry_cfg_maps_to_algorithm_symmetry_cfg():
     sym = {"use_data_augmentation": True, "use_mirror_loss": False, "data_augmentation_func": FUNC}
     data = {"num_steps_per_env": 8, "algorithm": {"class_name": "PPO", "symmetry_cfg": sym}}
     assert from_rsl_rl_config(data)["algorithm"]["symmetry_cfg"] == sym
-    assert (
-        from_rsl_rl_config({"num_steps_per_env": 8, "algorithm": {"symmetry_cfg": None}}).get("algorithm", {})
-        == {}
-    )
+    off = from_rsl_rl_config({"num_steps_per_env": 8, "algorithm": {"symmetry_cfg": None}})
+    assert "symmetry_cfg" not in off["algorithm"]
     cfg = resolve_config("inverted_pendulum", overrides=[sym_override(use_mirror_loss=True)])
     assert to_rsl_rl_train_cfg(cfg)["algorithm"]["symmetry_cfg"] is None
 
@@ -479,7 +474,7 @@ def test_go1_mirror_matches_the_reflected_physical_state():
     sits 6.7 cm right of the sagittal plane, so for the check it is moved onto the plane (else its
     velocimeter picks up omega x offset); the accelerometer reads the one-iteration contact solve,
     which is not mirror-exact, and is left out."""
-    pytest.importorskip("mujoco_playground")
+    require_playground()
     import mujoco
     from mujoco import mjx
     from mujoco_playground import registry

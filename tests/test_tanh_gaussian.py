@@ -28,7 +28,7 @@ from strl_jax.networks.actor_critic import ActorCritic
 from strl_jax.networks.gaussian import ActionDistribution, gaussian_kl, tanh_std
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR
-from strl_jax.train_loops.runner import build_programs, train
+from strl_jax.train_loops.runner import build_programs, run_keys, train
 
 ACT, OBS = 3, 5
 SHAPES = {"policy": (OBS,), "critic": (OBS,)}
@@ -129,13 +129,18 @@ def test_combinations_that_cannot_work_are_refused(overrides, message):
         resolve_config("inverted_pendulum", overrides=overrides)
 
 
-def test_population_with_swept_init_std_traces():
-    """Members built inside the vmap, the initial std traced (trace only, nothing compiles)."""
+def test_population_with_swept_init_std_starts_each_member_at_its_std():
+    """Members built inside the vmap, the initial std traced into the std head's bias: each
+    member's initial std is its own swept value (2 seeds x 2 values, seeds varying fastest)."""
     cfg = resolve_config(
         "inverted_pendulum",
         overrides=tiny(TANH, "runner.num_seeds=2", "sweep.policy.init_noise_std=[0.5, 1.0]"),
     )
-    build_programs(cfg)
+    programs = build_programs(cfg)
+    assert [m.policy.init_noise_std for m in programs.members] == [0.5, 0.5, 1.0, 1.0]
+    train_state, _ = programs.init(jnp.stack([run_keys(m)[0] for m in programs.members]))
+    bias = np.asarray(train_state.params["params"]["actor"]["output"]["bias"])  # [members, mean | std]
+    np.testing.assert_allclose(tanh_std(bias[:, 1]), [0.5, 0.5, 1.0, 1.0], rtol=1e-6)
 
 
 # One short run of the 200-step pendulum: learns, resumes exactly, exports as tanh(mean).

@@ -13,12 +13,9 @@ import torch
 import torch.nn.functional as F
 
 from strl_jax.agents.distillation import (
-    DistillationBatch,
     behavior_loss,
-    bptt_update,
     step_order,
 )
-from strl_jax.agents.ppo import make_optimizer
 from strl_jax.agents.schedules import make_schedule
 from strl_jax.agents.tppo import distillation_loss, resample_mask
 from strl_jax.configs import ConfigError, config_to_dict, resolve_config
@@ -254,88 +251,6 @@ def test_step_order_counts_windows_across_epochs():
     windows, rest = step_order(num_steps=4, num_epochs=3, gradient_length=5)
     np.testing.assert_array_equal(windows, [[0, 1, 2, 3, 0], [1, 2, 3, 0, 1]])
     np.testing.assert_array_equal(rest, [2, 3])
-
-
-def _rnn_act(params, obs, h):
-    h = jnp.tanh(obs["policy"] @ params["w"].T + h["h"] @ params["u"].T + params["b"])
-    return h @ params["v"].T, {"h": h}
-
-
-def _rsl_rl_update(params, obs, labels, dones, h0, epochs, gradient_length, lr, max_grad_norm, loss_type):
-    """rsl_rl Distillation.update's loop (one optimiser, gradient accumulation, detaching) in torch."""
-    p = {k: torch.tensor(np.asarray(v, np.float64), requires_grad=True) for k, v in params.items()}
-    opt = torch.optim.SGD(p.values(), lr=lr)
-    loss_fn = {"mse": F.mse_loss, "huber": F.huber_loss}[loss_type]
-    obs, labels, dones = (torch.from_numpy(np.asarray(a, np.float64)) for a in (obs, labels, dones))
-    loss, cnt, losses = 0, 0, []
-    for _ in range(epochs):
-        h = torch.from_numpy(np.asarray(h0, np.float64))
-        for t in range(obs.shape[0]):
-            h = torch.tanh(obs[t] @ p["w"].T + h @ p["u"].T + p["b"])
-            step_loss = loss_fn(h @ p["v"].T, labels[t])
-            loss = loss + step_loss
-            losses.append(float(step_loss.detach()))
-            cnt += 1
-            if cnt % gradient_length == 0:
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(p.values(), max_grad_norm)
-                opt.step()
-                h = h.detach()
-                loss = 0
-            h = h * (1 - dones[t])[:, None]
-    return {k: v.detach().numpy() for k, v in p.items()}, np.array(losses)
-
-
-@pytest.mark.parametrize("epochs,gradient_length", [(1, 3), (2, 5), (3, 4)])
-@pytest.mark.parametrize("loss_type", ["mse", "huber"])
-def test_bptt_update_matches_rsl_rl_loop(epochs, gradient_length, loss_type):
-    T, N, D, H, A = 7, 5, 3, 4, 2
-    rng = np.random.default_rng(epochs * 10 + gradient_length)
-    params = {
-        "w": rng.normal(size=(H, D)),
-        "u": rng.normal(size=(H, H)) * 0.5,
-        "b": rng.normal(size=(H,)) * 0.1,
-        "v": rng.normal(size=(A, H)),
-    }
-    obs = rng.normal(size=(T, N, D))
-    labels = rng.normal(size=(T, N, A)) * 2
-    dones = (rng.random((T, N)) < 0.2).astype(np.float64)
-    h0 = rng.normal(size=(N, H)) * 0.5
-    lr, clip = 0.05, 0.5
-    expected, expected_losses = _rsl_rl_update(
-        params, obs, labels, dones, h0, epochs, gradient_length, lr, clip, loss_type
-    )
-
-    with jax.enable_x64(True):
-        batch = DistillationBatch(
-            obs={"policy": jnp.asarray(obs)},
-            labels=jnp.asarray(labels),
-            dones=jnp.asarray(dones),
-            hidden0={"h": jnp.asarray(h0)},
-        )
-        windows, rest = step_order(T, epochs, gradient_length)
-        reset = lambda h, done: jax.tree.map(lambda x: x * (1 - done)[:, None], h)
-        jparams = jax.tree.map(jnp.asarray, params)
-        optimizer = make_optimizer("sgd", clip)
-        got, _, losses = jax.jit(
-            lambda p: bptt_update(
-                _rnn_act,
-                reset,
-                optimizer,
-                loss_type,
-                p,
-                optimizer.init(p),
-                jnp.float64(lr),
-                batch,
-                windows,
-                rest,
-            )
-        )(jparams)
-        for k in params:
-            # torch clips with max_norm / (norm + 1e-6), optax with max_norm / norm: ~1e-7 apart.
-            np.testing.assert_allclose(got[k], expected[k], rtol=1e-5, atol=1e-7)
-        np.testing.assert_allclose(losses, expected_losses, rtol=1e-5)
 
 
 def test_real_distillation_gradient_is_torch_norms_where_mean_equals_label():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import chex
@@ -94,11 +95,33 @@ def weighted_total(losses: dict[str, jax.Array], coefs: dict[str, float]) -> jax
     return sum(coefs.get(name, 1.0) * value for name, value in losses.items())
 
 
-def make_optimizer(name: str, max_grad_norm: float | None) -> optax.GradientTransformation:
-    """Global-norm clipping then the optimiser's update direction, without the learning rate.
+def clip_by_group_norms(max_norm: float, groups: Callable[[Any], Any]) -> optax.GradientTransformation:
+    """torch's `clip_grad_norm_` on each group of leaves on its own: a group whose gradient norm
+    exceeds `max_norm` is scaled by `max_norm / (norm + 1e-6)`. `groups(updates)` gives every leaf
+    its group's name (rsl_rl 5.x clips the actor's and the critic's parameters in two calls)."""
 
-    The learning rate lives in the train state (the adaptive schedule changes it every
-    minibatch); the caller applies `-lr * direction`.
+    def update(updates, state, params=None):
+        del params
+        leaves, treedef = jax.tree.flatten(updates)
+        labels = treedef.flatten_up_to(groups(updates))
+        scale = {}
+        for label in sorted(set(labels)):
+            norm = optax.tree.norm([x for x, owner in zip(leaves, labels, strict=True) if owner == label])
+            scale[label] = jnp.minimum(1.0, max_norm / (norm + 1e-6))
+        clipped = [x * scale[owner] for x, owner in zip(leaves, labels, strict=True)]
+        return treedef.unflatten(clipped), state
+
+    return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
+
+
+def make_optimizer(
+    name: str, max_grad_norm: float | None, clip_groups: Callable[[Any], Any] | None = None
+) -> optax.GradientTransformation:
+    """Gradient clipping then the optimiser's update direction, without the learning rate.
+
+    Clipping is by one global norm, or with `clip_groups` by each group's own norm
+    (`clip_by_group_norms`). The learning rate lives in the train state (the adaptive schedule
+    changes it every minibatch); the caller applies `-lr * direction`.
     """
     if name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {name!r}; valid choices: {list(OPTIMIZERS)}")
@@ -109,4 +132,6 @@ def make_optimizer(name: str, max_grad_norm: float | None) -> optax.GradientTran
     }[name]
     if max_grad_norm is None:
         return direction
+    if clip_groups is not None:
+        return optax.chain(clip_by_group_norms(max_grad_norm, clip_groups), direction)
     return optax.chain(optax.clip_by_global_norm(max_grad_norm), direction)

@@ -407,6 +407,10 @@ def validate_config(cfg: TrainConfig) -> None:
     for key, value in positive.items():
         if value < 1:
             raise ConfigError(f"{key} must be at least 1, got {value}")
+    if not cfg.algorithm.kl_epsilon >= 0:
+        raise ConfigError(
+            f"algorithm.kl_epsilon must be at least 0 (0: the exact KL), got {cfg.algorithm.kl_epsilon}"
+        )
     check_gae_segments(cfg)
     check_recomputed_advantages(cfg)
     if not algorithm_spec(cfg.algorithm.class_name).minibatched:

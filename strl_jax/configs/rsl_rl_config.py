@@ -33,6 +33,10 @@ GAUSSIAN = "GaussianDistribution"
 DEFAULT_STD_RANGE = (1e-6, 1e6)  # rsl_rl GaussianDistribution's std_range default
 # rsl_rl's defaults of the resume bookkeeping keys: at these values they load nothing
 LOAD_DEFAULTS = {"load_run": ".*", "load_checkpoint": "model_.*.pt"}
+# rsl_rl 5.x's update where st_rl's differs, set for every rsl_rl config (the file may still set
+# them): the exact KL for the adaptive schedule, and the actor's and the critic's gradients
+# clipped separately
+RSL_RL_UPDATE = {"kl_epsilon": 0.0, "clip_grad_per_network": True}
 # rsl_rl PPO.__init__ arguments that strl_jax's algorithm section has under the same name
 PPO_KEYS = (
     "num_learning_epochs",
@@ -721,8 +725,8 @@ def _map_top_level(key: str, value: Any) -> tuple[dict, list[str]]:
 def from_rsl_rl_config(data: dict) -> dict:
     """An rsl_rl / IsaacLab / legged_gym runner config as strl_jax's nested mapping (the sections
     `deep_merge` and `config_from_dict` take). Only keys the file sets are mapped, so a task preset
-    underneath keeps the rest. Every key that strl_jax cannot honour is named, with its path, in one
-    `ConfigError`."""
+    underneath keeps the rest, except `RSL_RL_UPDATE`: the file asks for rsl_rl's update. Every
+    key that strl_jax cannot honour is named, with its path, in one `ConfigError`."""
     data, origin = _flatten_legged_gym(data)
     out: dict[str, Any] = {}
     problems: list[str] = []
@@ -747,6 +751,7 @@ def from_rsl_rl_config(data: dict) -> dict:
     out, problems = _merge(out, mapped), problems + bad
     out, bad = _map_rnd_state(data, out)
     problems += bad
+    out = _merge({"algorithm": dict(RSL_RL_UPDATE)}, out)  # the file's own values win
     top_norm = data.get("empirical_normalization")
     if not _unset(top_norm) and "empirical_normalization" not in out.get("runner", {}):
         out = _merge(out, {"runner": {"empirical_normalization": top_norm}})

@@ -146,6 +146,16 @@ class AlgorithmConfig:
     schedule: str = "adaptive"
     desired_kl: float = 0.01
     normalize_advantage_per_mini_batch: bool = False
+    # the adaptive schedule's KL: st_rl adds this inside its log ratio, log(sigma/sigma_old + eps),
+    # so an unchanged policy reads about eps per action dimension instead of 0: positive and below
+    # desired_kl / 2, the first minibatch of an update grows the rate by 1.5; 0 is the exact KL
+    # (rsl_rl 5.x, which leaves the rate alone at a KL of 0)
+    kl_epsilon: float = 1e-5
+    # false: one global norm over everything the optimiser trains is clipped to max_grad_norm
+    # (st_rl); true: the actor's and the critic's gradients are clipped separately, each to
+    # max_grad_norm, as torch's clip_grad_norm_ does (rsl_rl 5.x); a part's own parameters
+    # (discriminator, estimator) form a group of their own
+    clip_grad_per_network: bool = False
     clip_min_std: float | None = None
     # final_obs: gamma * V(final observation) on time-outs; rsl_rl: gamma * V(s_t); none: brax's
     # bootstrap_on_timeout=False, the time-out step is masked (advantage 0, return = its value)
@@ -241,6 +251,10 @@ class RunnerConfig:
     # chex/checkify checks of shapes and finiteness inside the iteration (slower: for finding
     # where a NaN first appears); the cheap per-iteration finiteness check is always on.
     debug: bool = False
+    # a run whose KL, value loss or action std runs orders of magnitude past what the config asks
+    # for (strl_jax.train_loops.divergence) is warned about once; true also stops it (exit 3, a
+    # population member stops alone), e.g. for sweeps
+    stop_on_divergence: bool = False
     # legged_gym/st_rl: the first episode of every env starts at a random step in
     # [0, episode_length), so that time-outs do not arrive in lockstep
     init_at_random_ep_len: bool = False

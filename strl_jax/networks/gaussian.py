@@ -124,5 +124,6 @@ class ActionDistribution:
             entropy = entropy + jnp.sum(tanh_log_det_jacobian(x), axis=-1)
         return entropy
 
-    def kl(self, old_mean, old_std, mean, std) -> jax.Array:
-        return gaussian_kl(old_mean, old_std, mean, std)
+    def kl(self, old_mean, old_std, mean, std, eps: float = 1e-5) -> jax.Array:
+        """`gaussian_kl`: st_rl's `eps` inside the log ratio, 0 for the exact KL."""
+        return gaussian_kl(old_mean, old_std, mean, std, eps)

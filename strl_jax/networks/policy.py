@@ -32,6 +32,13 @@ from strl_jax.networks.memory import initial_hidden, reset_hidden
 from strl_jax.networks.policy_classes import policy_class, resolve_stages
 
 Hidden = dict[str, Any]  # {"actor": h, "critic": h, <stage>: h} for recurrent policies, {} otherwise
+CRITIC_MODULES = ("critic", "memory_c")  # with the critic's own encoders, `critic_encoder_<component>`
+
+
+def network_of(module: str) -> str:
+    """`"critic"` for a top-level module of the critic (its MLP, memory and own encoders), else
+    `"actor"` (actor MLP, std, memory, encoders and estimator stages: what acting reads)."""
+    return "critic" if module in CRITIC_MODULES or module.startswith("critic_encoder") else "actor"
 
 
 @struct.dataclass
@@ -82,6 +89,13 @@ class PolicyModel:
         if not self.recurrent:
             return self.module.init(key, dummy["policy"], dummy["critic"])
         return self.module.init(key, dummy["policy"], dummy["critic"], self.initial_hidden(1))
+
+    def network_labels(self, params) -> Any:
+        """`params` with every leaf replaced by the network it belongs to (`network_of`)."""
+        return {
+            collection: {k: jax.tree.map(lambda _, k=k: network_of(k), v) for k, v in modules.items()}
+            for collection, modules in params.items()
+        }
 
     def draw(self, keys: jax.Array) -> dict[str, jax.Array]:
         """This step's replacement masks, one key per env ({} without replacing stages)."""

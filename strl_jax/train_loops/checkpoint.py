@@ -4,8 +4,9 @@ A checkpoint step holds two items: `state` (the TrainState and RolloutState pytr
 `meta` (JSON: iteration, the host-side logging window, elapsed wall time, the resolved config
 and the `layout` of leaves orbax cannot store as they are). Orbax writes each step into a
 temporary folder and renames it when complete, so a process killed while saving leaves the
-previous steps intact; a step that is nevertheless unreadable is skipped with a
-`CheckpointWarning` in favour of the one before it.
+previous steps intact; a step that is nevertheless damaged (a file missing or truncated, an
+array unreadable: `CheckpointDamage`) is skipped with a `CheckpointWarning` in favour of the one
+before it. Any other failure while restoring is a bug, not damage: it propagates with its cause.
 
 Orbax refuses zero-size arrays (MJX physics states hold several, e.g. `act` of a model without
 actuator activations) and typed PRNG keys. Those leaves are stored as nothing (zero-size) or as
@@ -34,7 +35,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from strl_jax.errors import CheckpointError, CheckpointMismatchError, CheckpointWarning
+from strl_jax.errors import CheckpointDamage, CheckpointError, CheckpointMismatchError, CheckpointWarning
 
 CHECKPOINT_DIR = "checkpoints"
 SUPERSEDED_DIR = "superseded_checkpoints"
@@ -317,7 +318,7 @@ def _newest_intact(directory: Path) -> int | None:
             try:
                 stored_signature(reader, step)
                 return step
-            except Exception:  # noqa: BLE001 - an unreadable step is skipped as on resume
+            except Exception:  # noqa: BLE001 - a step that does not read is not called intact
                 continue
         return None
     finally:
@@ -394,11 +395,48 @@ def read_meta(manager, step: int) -> dict:
     return manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
 
 
+ITEMS = ("state", "meta")  # the item folders of a step
+# tensorstore's status codes (its ValueError's first word) for an array it cannot read back
+UNREADABLE_ARRAY = ("NOT_FOUND:", "DATA_LOSS:", "OUT_OF_RANGE:", "PERMISSION_DENIED:")
+
+
+def damage(err: BaseException) -> str | None:
+    """What a failed read says is damaged in a step's files, or None: not damage (a bug)."""
+    if isinstance(err, json.JSONDecodeError):
+        return "a metadata file is truncated or not JSON"
+    if isinstance(err, FileNotFoundError):
+        return "a file is missing"
+    if isinstance(err, OSError):
+        return "a file cannot be read"
+    if isinstance(err, ValueError) and str(err).startswith(UNREADABLE_ARRAY):
+        return "an array cannot be read"
+    return None
+
+
+@contextlib.contextmanager
+def reading(manager, step: int):
+    """Reads of `step` inside: a missing item folder or the damage `damage` names becomes a
+    `CheckpointDamage`; every other exception propagates as it is."""
+    folder = Path(manager.directory) / str(step)
+    missing = [item for item in ITEMS if not (folder / item).is_dir()]
+    if missing:
+        raise CheckpointDamage(f"its {' and '.join(missing)} folder is missing")
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except Exception as err:
+        what = damage(err)
+        if what is None:
+            raise
+        raise CheckpointDamage(f"{what}: {type(err).__name__}: {_first_line(err)[:200]}") from err
+
+
 def first_readable(manager, step: int | None, read: Callable[[int], Any]) -> tuple[Any, int]:
     """`(read(step), step)` for `step`, or else for the newest step that `read` manages to read.
 
-    Unreadable steps are skipped with a `CheckpointWarning`; a `CheckpointMismatchError` (a
-    config problem, not a damaged file) is raised at once.
+    Damaged steps (`reading`) are skipped with a `CheckpointWarning`; a `CheckpointMismatchError`
+    (a config problem, not a damaged file) and any exception that is not damage are raised at once.
     """
     where = str(manager.directory)
     steps = sorted(manager.all_steps(), reverse=True)
@@ -409,14 +447,13 @@ def first_readable(manager, step: int | None, read: Callable[[int], Any]) -> tup
     candidates = [step] if step is not None else steps
     for i, candidate in enumerate(candidates):
         try:
-            return read(candidate), candidate
-        except CheckpointMismatchError:
-            raise
-        except Exception as err:  # noqa: BLE001 - any damage to a step is handled the same way
-            reason = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
+            with reading(manager, candidate):
+                return read(candidate), candidate
+        except CheckpointDamage as err:
+            reason = str(err)
             if step is not None:
                 message = f"checkpoint {candidate} in {where!r} cannot be read ({reason})"
-                raise CheckpointError(message) from None
+                raise CheckpointDamage(message) from err.__cause__
             rest = candidates[i + 1 :]
             fallback = f"falling back to checkpoint {rest[0]}" if rest else "no older checkpoint left"
             warnings.warn(
@@ -432,7 +469,7 @@ def stored_signature(manager, step: int, layout: Layout | None = None) -> Signat
     `layout` (read from its meta unless given; no array is read)."""
     metadata = manager.item_metadata(step)["state"]
     if metadata is None:
-        raise ValueError("the checkpoint has no state metadata")
+        raise CheckpointDamage("the state item has no metadata")
     if layout is None:
         layout = _layout_of(read_meta(manager, step))
     signature = tree_signature(metadata)
@@ -481,7 +518,7 @@ def restore_raw(
     """
     metadata = manager.item_metadata(step)["state"]
     if metadata is None:
-        raise ValueError("the checkpoint has no state metadata")
+        raise CheckpointDamage("the state item has no metadata")
     default = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     target = jax.tree_util.tree_map_with_path(
         lambda p, m: jax.ShapeDtypeStruct(

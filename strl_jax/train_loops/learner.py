@@ -530,7 +530,8 @@ class Learner:
         grads, (losses, metrics, mean, std) = jax.grad(self.loss, has_aux=True)(
             trainable, batch, iteration, train_parts, inputs, units, resample, normalizers, entropy_key
         )
-        kl_mean = jnp.mean(self.model.action_dist.kl(batch.old_mean, batch.old_std, mean, std))
+        kl = self.model.action_dist.kl(batch.old_mean, batch.old_std, mean, std, alg.kl_epsilon)
+        kl_mean = jnp.mean(kl)
         grads, kl_mean, losses, metrics = pmean((grads, kl_mean, losses, metrics), self.axis_name)
         if alg.schedule == "adaptive":
             lr = adaptive_learning_rate(lr, kl_mean, alg.desired_kl)
@@ -542,7 +543,7 @@ class Learner:
             **{check_name(1, f"loss term {k}"): jnp.isfinite(v) for k, v in losses.items()},
             **{check_name(2, f"gradient of {k}"): finite(g) for k, g in grads.items()},
         }
-        return (trainable, opt_state, lr), ({**metrics, "kl": kl_mean}, checks)
+        return (trainable, opt_state, lr), ({**metrics, "kl": kl_mean, "learning_rate": lr}, checks)
 
     def recomputed_advantages(self, params: Any, batch: PPOBatch, values: jax.Array) -> PPOBatch:
         """brax's PPO: GAE over the minibatch's whole segments (`[1, segments * h]`, segment-major)
@@ -650,12 +651,23 @@ class Learner:
         )
 
     def ppo_update(
-        self, train_state, rollout_parts, transitions, last_values, key, history=None, bootstrap_obs=None
+        self,
+        train_state,
+        rollout_parts,
+        transitions,
+        last_values,
+        key,
+        history=None,
+        bootstrap_obs=None,
+        orders=None,
     ):
         """GAE, then `num_learning_epochs` x `num_mini_batches` steps, as nested `lax.scan`s.
 
         Returns `(trainable, opt_state, lr, metrics, checks, parts' train states)` and the rollout
-        history. `bootstrap_obs`: the observation after the rollout (recomputed advantages).
+        history; `metrics` hold one value per optimiser step, `[epochs, minibatches]` (the
+        `learning_rate` each step applied among them). `bootstrap_obs`: the observation after the
+        rollout (recomputed advantages). `orders` `[epochs, minibatches, size]`: the columns of
+        every minibatch in place of the drawn ones, e.g. rsl_rl's (the parity tests' seam).
         """
         iteration = train_state.iteration
         alg = self.cfg.algorithm
@@ -704,11 +716,18 @@ class Learner:
             return (core, own), ({**metrics, **own_metrics}, checks)
 
         def epoch(carry, xs):
-            epoch_key, epoch_index = xs
+            epoch_key, epoch_index, given = xs
             # A fresh order each epoch; each minibatch is gathered inside the scan, not materialised.
-            order = minibatch_indices(
-                epoch_key, self.env.num_envs * chunks, steps_per_env, alg.num_mini_batches, first_env, segment
-            )
+            order = given
+            if order is None:
+                order = minibatch_indices(
+                    epoch_key,
+                    self.env.num_envs * chunks,
+                    steps_per_env,
+                    alg.num_mini_batches,
+                    first_env,
+                    segment,
+                )
             part_keys = jax.random.split(jax.random.fold_in(part_root, epoch_index), alg.num_mini_batches)
             return jax.lax.scan(minibatch, carry, (order, part_keys))
 
@@ -717,10 +736,14 @@ class Learner:
         carry = ((trainable, train_state.opt_state, train_state.learning_rate), own)
         keys = jax.random.split(key, alg.num_learning_epochs)
         epochs = jnp.arange(alg.num_learning_epochs, dtype=jnp.int32)
-        ((trainable, opt_state, lr), own), (metrics, checks) = jax.lax.scan(epoch, carry, (keys, epochs))
+        if orders is not None:
+            orders = jnp.asarray(orders, jnp.int32)
+            chex.assert_shape(orders, (alg.num_learning_epochs, alg.num_mini_batches, None))
+        xs = (keys, epochs, orders)
+        ((trainable, opt_state, lr), own), (metrics, checks) = jax.lax.scan(epoch, carry, xs)
         failures = jax.tree.map(lambda ok: first_failure(ok.reshape(-1)), checks)
         parts = {**train_state.parts, **own}
-        return (trainable, opt_state, lr, jax.tree.map(jnp.mean, metrics), failures, parts), history
+        return (trainable, opt_state, lr, metrics, failures, parts), history
 
     def own_optimizer_parts(self) -> tuple[str, ...]:
         """The parts that override `Part.minibatch_update` (only their states ride the update's loop)."""
@@ -928,7 +951,8 @@ class Learner:
             parts=train_parts,
         )
         num_samples = psum(jnp.asarray(transitions.rewards.size, jnp.float32), self.axis_name)
-        scalars = dict(update_metrics) | source_scalars
+        # means over the optimiser steps; the logged learning rate is the one the update leaves
+        scalars = dict(jax.tree.map(jnp.mean, update_metrics)) | source_scalars
         for p in self.parts:
             scalars |= p.iteration_metrics(
                 train_parts[p.name], sums["parts"][p.name], num_samples, train_state.iteration

@@ -10,6 +10,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 
+import jax
 import numpy as np
 
 from strl_jax.agents.algorithms import AlgorithmSpec, active_parts, algorithm_spec, env_groups
@@ -27,8 +28,8 @@ from strl_jax.envs.vec_env import VecEnv
 from strl_jax.errors import ConfigError
 from strl_jax.networks.acting import make_actor
 from strl_jax.networks.latents import latent_source
-from strl_jax.networks.policy import make_policy_model
-from strl_jax.train_loops.learner import BehaviorCloningUpdate, Learner, PPOUpdate
+from strl_jax.networks.policy import PolicyModel, make_policy_model
+from strl_jax.train_loops.learner import POLICY, BehaviorCloningUpdate, Learner, PPOUpdate
 from strl_jax.train_loops.teachers import load_teacher
 
 
@@ -125,6 +126,19 @@ def make_update_rule(cfg: TrainConfig, spec: AlgorithmSpec) -> PPOUpdate | Behav
     )
 
 
+def clip_groups(model: PolicyModel) -> Callable[[dict], dict]:
+    """`algorithm.clip_grad_per_network`: the clip group of every trained leaf, the policy's
+    `actor` or `critic` (`PolicyModel.network_labels`) or the name of the part that owns it."""
+
+    def labels(trainable: dict) -> dict:
+        return {
+            name: model.network_labels(tree) if name == POLICY else jax.tree.map(lambda _, n=name: n, tree)
+            for name, tree in trainable.items()
+        }
+
+    return labels
+
+
 def make_learner(env: VecEnv, cfg: TrainConfig) -> Learner:
     """The learner for `algorithm.class_name`: its update rule and its parts, built and checked
     against `env`."""
@@ -133,12 +147,13 @@ def make_learner(env: VecEnv, cfg: TrainConfig) -> Learner:
     model = make_policy_model(env.action_size, cfg.policy, env.components, env.component_shapes)
     # rsl_rl Distillation clips gradients only when `max_grad_norm` is set and non-zero.
     max_grad_norm = alg.max_grad_norm if spec.update == "ppo" else (alg.max_grad_norm or None)
+    groups = clip_groups(model) if alg.clip_grad_per_network else None
     return Learner(
         env=env,
         model=model,
         actor=make_actor(model, cfg),
         cfg=cfg,
-        optimizer=make_optimizer(alg.optimizer, max_grad_norm),
+        optimizer=make_optimizer(alg.optimizer, max_grad_norm, groups),
         update_rule=make_update_rule(cfg, spec),
         parts=tuple(PART_BUILDERS[name](env, cfg, spec) for name in active_parts(cfg)),
         lr_scheduler=None

@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from strl_jax.configs.loader import config_to_dict
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.envs.vec_env import VecEnv
-from strl_jax.errors import ConfigError, NonFiniteError
+from strl_jax.errors import ConfigError, DivergenceError, DivergenceWarning, NonFiniteError
 from strl_jax.train_loops.checkpoint import (
     CHECKPOINT_DIR,
     CheckpointError,
@@ -56,6 +57,7 @@ from strl_jax.train_loops.devices import (
     shard_programs,
     sync_processes,
 )
+from strl_jax.train_loops.divergence import diverged, divergence_message
 from strl_jax.train_loops.learner import Learner, first_non_finite, jit_evaluate
 from strl_jax.train_loops.learners import make_learner
 from strl_jax.train_loops.logging import RunLogger, population_summary
@@ -361,6 +363,7 @@ class Member:
     rows: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     status: str = RUNNING
     trial: Any = None
+    divergence_warned: bool = False  # the divergence warning is given once per run
 
 
 def open_members(cfg: TrainConfig, programs: Programs, log_dir: Path, resume: bool) -> list[Member]:
@@ -610,7 +613,8 @@ def train(
             advance_stage(stage, runner, metrics, iteration)
             if not population:
                 check_finite(metrics["finite"], iteration, saved, log_dir)
-            changed = log_iteration(
+            changed = watch_divergence(programs, runner, members, metrics, iteration, saved, log_dir)
+            changed |= log_iteration(
                 programs, runner, members, train_state, metrics, iteration, clock, trial_metric, stage
             )
             if population and verbose and printing(runner, iteration, start_iteration):
@@ -846,17 +850,56 @@ def report_to_trial(member: Member, row: dict[str, Any], iteration: int, metric:
     return bool(member.trial.should_prune())
 
 
+def last_good_state(saved: int | None, log_dir: Path) -> str:
+    """Where a stopped run can continue from."""
+    if saved is None:
+        return "no checkpoint of this run was written yet"
+    return (
+        f"the newest checkpoint (iteration {saved}) is the last good state: continue with "
+        f"--resume {log_dir} after changing what diverged (e.g. a lower algorithm.learning_rate)"
+    )
+
+
+def watch_divergence(
+    programs: Programs,
+    runner: Any,
+    members: list[Member],
+    metrics: dict,
+    iteration: int,
+    saved: int | None,
+    log_dir: Path,
+) -> bool:
+    """Warn, once per run, about a member whose finite numbers ran away (`train_loops.divergence`);
+    with `runner.stop_on_divergence` a plain run stops before this iteration is logged or saved,
+    a population member stops alone. True if a member's status changed."""
+    changed = False
+    for index, member in enumerate(members):
+        member_metrics = metrics if programs.members is None else member_view(metrics, index)
+        if member.status != RUNNING or member.divergence_warned or first_non_finite(member_metrics["finite"]):
+            continue  # a non-finite member is stopped by the finiteness check
+        reward = float(member_metrics["rollout"]["reward_sum"]) / steps_per_iteration(member.cfg)
+        what = diverged(member.cfg, member_metrics["scalars"], reward)
+        if not what:
+            continue
+        member.divergence_warned = True
+        message = divergence_message(what, iteration, runner.stop_on_divergence)
+        if not runner.stop_on_divergence:
+            warnings.warn(f"{member.log_dir}: {message}", DivergenceWarning, stacklevel=2)
+        elif programs.members is None:
+            last = last_good_state(saved, log_dir)
+            raise DivergenceError(f"{message} Nothing of this iteration was saved; {last}")
+        else:
+            print(f"{member.log_dir.name}: {message}", file=sys.stderr)
+            member.status, changed = DIVERGED, True
+    return changed
+
+
 def check_finite(checks: dict, iteration: int, saved: int | None, log_dir: Path) -> None:
     """Stop the run at the first non-finite quantity, before anything of this iteration is saved."""
     bad = first_non_finite(checks)
     if not bad:
         return
-    last = (
-        f"the newest checkpoint (iteration {saved}) is the last good state: continue with "
-        f"--resume {log_dir} after changing what diverged (e.g. a lower algorithm.learning_rate)"
-        if saved is not None
-        else "no checkpoint of this run was written yet"
-    )
+    last = last_good_state(saved, log_dir)
     raise NonFiniteError(
         f"iteration {iteration}: the {bad[0]} is not finite (NaN or infinity)"
         + (f"; also: {', '.join(bad[1:4])}" + (" ..." if len(bad) > 4 else "") if len(bad) > 1 else "")
