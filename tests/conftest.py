@@ -1,4 +1,11 @@
-"""Shared test setup: JAX's persistent compilation cache, and compiled programs freed per module.
+"""Shared test setup: JAX's persistent compilation cache, compiled programs freed per module, the
+suite spread over the cores, and what each test costs.
+
+The suite runs on every core with pytest-xdist (`-n auto` in pyproject.toml: one worker per core,
+at most `MAX_WORKERS`): XLA compiles a program on one core, so one process left the other idle.
+Each module goes to one worker whole (`--dist loadscope`: its module-scoped fixtures, and so its
+compiled programs, are shared as before), and the most expensive modules are handed out first
+(`HEAVY_FIRST`) so that no long module starts last. `-p no:xdist` or `-n 0` runs everything in one process.
 
 The suite runs with the XLA:CPU flags the environment gives it: strl_jax's default, or XLA's own
 with `STRL_JAX_XLA_CPU_DEFAULTS=0`. The two round floats differently, as other CPU models do; the
@@ -13,13 +20,16 @@ peak number of mappings seen.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import jax
 import pytest
+from filelock import FileLock
 from hypothesis import settings
 from learning_runs import train_expert
+from suite_costs import SuiteCosts
 
 from strl_jax.train_loops.runner import release_programs
 
@@ -46,11 +56,74 @@ def memory_mappings() -> int:
         return 0
 
 
+MAX_WORKERS = 4
+# Test modules by cold cost on the reference machine, most expensive first (measured with
+# `tests/cost_table.py`); modules not named follow in collection order.
+HEAVY_FIRST: tuple[str, ...] = (
+    "test_playground_training",
+    "test_estimator_training",
+    "test_appo",
+    "test_amp_imitation",
+    "test_devices",
+    "test_recurrent",
+    "test_update_options",
+    "test_population",
+    "test_perception_envs",
+    "test_training",
+    "test_teacher_student",
+    "test_update_parity",
+    "test_playground_components",
+    "test_envs",
+    "test_two_stage",
+    "test_divergence",
+    "test_checkpoint_resume",
+    "test_deploy",
+    "test_encoder_training",
+    "test_amp_parts",
+    "test_tanh_gaussian",
+    "test_collect",
+    "test_reset_pool",
+    "test_runner_extras",
+    "test_tppo",
+    "test_symmetry",
+    "test_parts",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(SuiteCosts(config), "strl_jax_suite_costs")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """One worker per core, at most MAX_WORKERS (each holds its own compiled programs: 1-3 GiB)."""
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The expensive modules first (`--dist loadscope --no-loadscope-reorder` hands modules out in
+    this order), so that no long module starts last."""
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    position = {}
+    for index, item in enumerate(items):
+        module = item.nodeid.split("::")[0]
+        position[item.nodeid] = (rank.get(Path(module).stem, len(rank)), index)
+    items.sort(key=lambda item: position[item.nodeid])
+
+
 @pytest.fixture(scope="session")
 def pendulum_expert(tmp_path_factory):
     """`(checkpoint folder, eval return)` of the full-state PPO pendulum expert that the
-    imitation and the teacher-student tests learn from (trained once per session)."""
-    return train_expert(tmp_path_factory.mktemp("pendulum_expert"))
+    imitation and the teacher-student tests learn from: trained once per test run, by the first
+    worker that needs it (the others wait for it and read it from the run's shared folder)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    record = shared / "pendulum_expert.json"
+    with FileLock(str(shared / "pendulum_expert.lock")):
+        if not record.exists():
+            path, best = train_expert(shared / "pendulum_expert")
+            record.write_text(json.dumps({"path": str(path), "return": best}))
+    found = json.loads(record.read_text())
+    return Path(found["path"]), float(found["return"])
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -1,7 +1,10 @@
-"""Subprocess body of tests/test_devices.py: one training run on forced host-platform devices.
+"""Subprocess body of tests/test_devices.py: training runs on forced host-platform devices.
 
 `XLA_FLAGS=--xla_force_host_platform_device_count=N` must be set by the caller, before jax is
-imported. Prints one JSON line per run: whether every device holds the same params, and a digest.
+imported. Either one config (`overrides`, one run per `--device_counts` entry), or `--plan`: a JSON
+list of `{"name", "overrides", "device_counts"}`, all runs in this one process (one jax start, and
+the env programs the runs share compiled once). Prints one JSON line per run: its name and device
+count, whether every device holds the same params, and a digest.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ def main() -> int:
     parser.add_argument("--num_processes", type=int)
     parser.add_argument("--process_id", type=int)
     parser.add_argument("--device_counts", help="comma-separated runner.num_devices, one run each")
+    parser.add_argument("--plan", help="JSON list of {name, overrides, device_counts}: several configs")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     if args.coordinator:
@@ -49,34 +53,42 @@ def main() -> int:
         initialize_distributed(args.coordinator, args.num_processes, args.process_id)
 
     from strl_jax.configs.loader import resolve_config
+
+    if args.plan:
+        plan = json.loads(args.plan)
+    else:
+        counts = [int(c) for c in args.device_counts.split(",")] if args.device_counts else [None]
+        plan = [{"name": "", "overrides": args.overrides, "device_counts": counts}]
+    for entry in plan:
+        if args.resume:
+            cfg = resolve_config(None, [f"{args.log_dir}/config.yaml"], entry["overrides"])
+        else:
+            cfg = resolve_config("inverted_pendulum", overrides=entry["overrides"])
+        for count in entry["device_counts"]:
+            folder = f"{args.log_dir}/{entry['name']}" if entry["name"] else args.log_dir
+            run(cfg, folder, count, entry["name"], args.resume)
+    return 0
+
+
+def run(cfg, folder: str, count: int | None, name: str, resume: bool) -> None:
+    """One training run of `cfg` on `count` devices (all when None); prints its JSON line."""
     from strl_jax.train_loops.runner import train
 
-    if args.resume:
-        cfg = resolve_config(None, [f"{args.log_dir}/config.yaml"], args.overrides)
-    else:
-        cfg = resolve_config("inverted_pendulum", overrides=args.overrides)
-    counts = [int(c) for c in args.device_counts.split(",")] if args.device_counts else [None]
-    for count in counts:
-        log_dir = args.log_dir if count is None else f"{args.log_dir}/devices_{count}"
-        run_cfg = (
-            cfg
-            if count is None
-            else dataclasses.replace(cfg, runner=dataclasses.replace(cfg.runner, num_devices=count))
-        )
-        result = train(run_cfg, log_dir, verbose=False, resume=args.resume, handle_signals=False)
-        ts = result.train_state
-        out = {
-            "process": jax.process_index(),
-            "devices": jax.device_count(),
-            "mesh_devices": len(jax.tree.leaves(ts.params)[0].sharding.device_set),
-            "replicas_identical": replicas_identical(
-                (ts.params, ts.opt_state, ts.normalizers, ts.learning_rate)
-            ),
-            "params": digest(ts.params),
-            "iteration": int(np.max(np.asarray(ts.iteration.addressable_data(0)))),  # a population: [K]
-        }
-        print(json.dumps(out), flush=True)
-    return 0
+    log_dir = folder if count is None else f"{folder}/devices_{count}"
+    if count is not None:
+        cfg = dataclasses.replace(cfg, runner=dataclasses.replace(cfg.runner, num_devices=count))
+    ts = train(cfg, log_dir, verbose=False, resume=resume, handle_signals=False).train_state
+    out = {
+        "name": name,
+        "count": count,
+        "process": jax.process_index(),
+        "devices": jax.device_count(),
+        "mesh_devices": len(jax.tree.leaves(ts.params)[0].sharding.device_set),
+        "replicas_identical": replicas_identical((ts.params, ts.opt_state, ts.normalizers, ts.learning_rate)),
+        "params": digest(ts.params),
+        "iteration": int(np.max(np.asarray(ts.iteration.addressable_data(0)))),  # a population: [K]
+    }
+    print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":

@@ -40,14 +40,6 @@ def parse(stdout: str) -> dict:
     return json.loads(stdout.strip().splitlines()[-1])
 
 
-def run_worker(log_dir: Path, devices: int, *overrides: str, counts: str) -> list[dict]:
-    """One process with `devices` CPU devices; one run per device count, in `log_dir/devices_<n>`."""
-    cmd = [sys.executable, WORKER, "--log_dir", str(log_dir), "--device_counts", counts, *overrides]
-    done = subprocess.run(cmd, env=worker_env(devices), capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return [json.loads(line) for line in done.stdout.strip().splitlines() if line.startswith("{")]
-
-
 def run_processes(
     log_dir: Path, processes: int, devices_each: int, *overrides: str, resume: bool = False
 ) -> list[dict]:
@@ -92,34 +84,60 @@ def assert_same_metrics(a: list[dict], b: list[dict], tol: float = 1e-5) -> None
                 np.testing.assert_allclose(rb[key], ra[key], rtol=tol, atol=tol, err_msg=where)
 
 
+# The 4-device cases, all in one process with 4 CPU devices (one jax start; the env programs they
+# share compile once): each config on 1 device and on 4, and a population on 4.
+FOUR_DEVICE_PLAN = [
+    {"name": "plain", "overrides": TINY, "device_counts": [1, 4]},
+    {"name": "recurrent", "overrides": [*TINY, *RECURRENT], "device_counts": [1, 4]},
+    {"name": "population", "overrides": [*TINY, "runner.num_seeds=2"], "device_counts": [4]},
+]
+
+
 @pytest.fixture(scope="module")
-def one_and_four(tmp_path_factory) -> Path:
-    """The same run on 1 and on 4 devices (one process with 4 CPU devices)."""
+def four_devices(tmp_path_factory) -> tuple[Path, dict[tuple[str, int], dict]]:
+    """`(log folder, {(name, device count): the run's JSON line})` of FOUR_DEVICE_PLAN."""
     log_dir = tmp_path_factory.mktemp("devices")
-    one, four = run_worker(log_dir, 4, *TINY, counts="1,4")
+    cmd = [sys.executable, WORKER, "--log_dir", str(log_dir), "--plan", json.dumps(FOUR_DEVICE_PLAN)]
+    done = subprocess.run(cmd, env=worker_env(4), capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-4000:]
+    lines = [json.loads(line) for line in done.stdout.strip().splitlines() if line.startswith("{")]
+    runs = {(r["name"], r["count"]): r for r in lines}
+    assert sorted(runs) == sorted((e["name"], n) for e in FOUR_DEVICE_PLAN for n in e["device_counts"])
+    return log_dir, runs
+
+
+@pytest.fixture(scope="module")
+def one_and_four(four_devices) -> Path:
+    """The same run on 1 and on 4 devices."""
+    log_dir, runs = four_devices
+    one, four = runs["plain", 1], runs["plain", 4]
     assert one["mesh_devices"] == 1 and one["iteration"] == 4
     assert four["mesh_devices"] == 4 and four["replicas_identical"]
-    return log_dir
+    return log_dir / "plain"
 
 
 def test_four_devices_match_one_device(one_and_four):
     assert_same_metrics(metric_rows(one_and_four / "devices_1"), metric_rows(one_and_four / "devices_4"))
 
 
-def test_recurrent_four_devices_match_one_device(tmp_path):
-    one, four = run_worker(tmp_path, 4, *TINY, *RECURRENT, counts="1,4")
+def test_recurrent_four_devices_match_one_device(four_devices):
+    log_dir, runs = four_devices
+    one, four = runs["recurrent", 1], runs["recurrent", 4]
     assert one["mesh_devices"] == 1 and four["mesh_devices"] == 4 and four["replicas_identical"]
-    assert_same_metrics(metric_rows(tmp_path / "devices_1"), metric_rows(tmp_path / "devices_4"))
+    assert_same_metrics(
+        metric_rows(log_dir / "recurrent" / "devices_1"), metric_rows(log_dir / "recurrent" / "devices_4")
+    )
 
 
-def test_population_on_four_devices_matches_its_single_run(one_and_four, tmp_path):
+def test_population_on_four_devices_matches_its_single_run(one_and_four, four_devices):
     """`runner.num_seeds` composes with the env mesh: member seed 1 of a population sharded over 4
     devices is the one-device single run of seed 1."""
-    (four,) = run_worker(tmp_path, 4, *TINY, "runner.num_seeds=2", counts="4")
+    log_dir, runs = four_devices
+    four = runs["population", 4]
     assert four["mesh_devices"] == 4 and four["replicas_identical"] and four["iteration"] == 4
-    member = metric_rows(tmp_path / "devices_4" / "m00_seed1")
+    member = metric_rows(log_dir / "population" / "devices_4" / "m00_seed1")
     assert_same_metrics(metric_rows(one_and_four / "devices_1"), member, tol=1e-4)
-    assert metric_rows(tmp_path / "devices_4" / "m01_seed2") != member
+    assert metric_rows(log_dir / "population" / "devices_4" / "m01_seed2") != member
 
 
 def test_two_processes_train_checkpoint_and_resume(one_and_four, tmp_path):

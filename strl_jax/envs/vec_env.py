@@ -47,6 +47,19 @@ AUTO_RESETS = ("pool", "in_step", "none")
 # The name scope of the single env's reset in traced programs.
 RESET_SCOPE = "env_reset"
 
+# One jitted single-env reset and step per env (and its physics, probe and action repeat), shared
+# by every VecEnv built on it: jax traces a jitted function once per argument signature and
+# reuses that trace wherever it is called again, under any vmap or scan. A training run calls
+# the step in its init, rollout and evaluation programs; tracing a brax or MJX step takes
+# seconds, compiling the program around it less, so one trace instead of one per program is most
+# of the compile time saved. `release_single_env_programs` drops them.
+_SINGLE_ENV_FUNCTIONS: dict[tuple[int, ...], tuple[Callable, Callable, tuple]] = {}
+
+
+def release_single_env_programs() -> None:
+    """Forget every shared single-env reset and step (and so their traces)."""
+    _SINGLE_ENV_FUNCTIONS.clear()
+
 
 @struct.dataclass
 class EnvState:
@@ -143,6 +156,21 @@ class VecEnv:
         return {k: tuple(v.shape) for k, v in obs.items()}
 
     # ---- one env -----------------------------------------------------------------------
+    def _single_env_functions(self) -> tuple[Callable, Callable]:
+        """`(reset, step)` of one env, jitted once for every VecEnv on the same env (see
+        `_SINGLE_ENV_FUNCTIONS`); neither depends on `num_envs` or `auto_reset`."""
+        owners = (self.env, self.physics, self.probe, self.action_repeat)
+        key = tuple(id(owner) for owner in owners[:3]) + (self.action_repeat,)
+        found = _SINGLE_ENV_FUNCTIONS.get(key)
+        if found is None:
+            found = (
+                jax.jit(self._reset_single, inline=True),
+                jax.jit(self._step_single, inline=True),
+                owners,
+            )
+            _SINGLE_ENV_FUNCTIONS[key] = found
+        return found[0], found[1]
+
     def _bound(self, physics: dict) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext() if self.physics is None else self.physics.bound(physics)
 
@@ -185,10 +213,11 @@ class VecEnv:
         if self.physics is not None:
             physics = self.physics.init(env_keys(jax.random.fold_in(key, PHYSICS_STREAM), ids))
         reset_key = env_keys(key, ids)
-        reset = jax.eval_shape(jax.vmap(self._reset_single), reset_key, physics)
+        reset_single, step_single = self._single_env_functions()
+        reset = jax.eval_shape(jax.vmap(reset_single), reset_key, physics)
         # One signature for reset's and step's states: step's output types (no weak types).
         stepped = jax.eval_shape(
-            jax.vmap(self._step_single), reset, jnp.zeros((self.num_envs, self.action_size)), physics
+            jax.vmap(step_single), reset, jnp.zeros((self.num_envs, self.action_size)), physics
         )[0]
         blank = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), stepped)
         state = EnvState(
@@ -226,7 +255,7 @@ class VecEnv:
         split = jax.vmap(jax.random.split)(reset_key)
         states = where_rows(
             mask,
-            lambda rows: cast_like(strong_types(jax.vmap(self._reset_single)(*rows)), otherwise),
+            lambda rows: cast_like(strong_types(jax.vmap(self._single_env_functions()[0])(*rows)), otherwise),
             (split[:, 0], physics),
             otherwise,
             reserved_rows(self.num_envs, 1 / 8),
@@ -258,7 +287,8 @@ class VecEnv:
         chex.assert_shape(action, (self.num_envs, self.action_size))
         if self.clip_actions is not None:
             action = jnp.clip(action, -self.clip_actions, self.clip_actions)
-        stepped, reward, done, probe = jax.vmap(self._step_single)(state.brax_state, action, state.physics)
+        step_single = self._single_env_functions()[1]
+        stepped, reward, done, probe = jax.vmap(step_single)(state.brax_state, action, state.physics)
         stepped = strong_types(stepped)
         step_count = state.step_count + 1
         terminated = done > 0

@@ -34,7 +34,7 @@ from strl_jax.buffers.rollout_dataset import load_dataset_arrays, pretrain_setti
 from strl_jax.configs.loader import config_to_dict
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.tasks import make_env_from_config
-from strl_jax.envs.vec_env import VecEnv
+from strl_jax.envs.vec_env import VecEnv, release_single_env_programs
 from strl_jax.errors import ConfigError, DivergenceError, DivergenceWarning, NonFiniteError
 from strl_jax.train_loops.checkpoint import (
     CHECKPOINT_DIR,
@@ -173,6 +173,7 @@ def release_programs() -> None:
     """Drop every cached config's programs and jax's own compilation caches (their memory and
     memory mappings are freed once nothing else holds them); the persistent cache stays."""
     _PROGRAMS.clear()
+    release_single_env_programs()
     jax.clear_caches()
     gc.collect()
 
