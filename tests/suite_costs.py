@@ -28,10 +28,13 @@ from pathlib import Path
 
 import pytest
 
-DEFAULT_BUDGET_S = 150.0
+# The costliest tests are those that carry a module's shared run (the four-device plan, the Go1
+# run, the AMP imitation run: 3-5 minutes cold on the reference machine, under a two-worker
+# suite); a test past this budget is a new cost to share or shrink, not a slow machine.
+DEFAULT_BUDGET_S = 420.0
 SLOWEST_SHOWN = 15
 # seconds the calibration workload takes on the reference machine (min of 3, idle)
-REFERENCE_CALIBRATION_S = 0.25
+REFERENCE_CALIBRATION_S = 0.11
 COMPILE_START = pytest.StashKey[float]()
 COMPILE_EVENTS = (
     "/jax/core/compile/jaxpr_trace_duration",
