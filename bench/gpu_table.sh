@@ -41,7 +41,7 @@ if [[ " $PARTS " == *" throughput "* ]]; then
   log "throughput"
   timeout 150 $PY bench/env_throughput.py --tasks inverted_pendulum --num-envs $ENVS_A --min-time 2 \
     --json "$OUT/env_ip.json" || log "env_throughput inverted_pendulum failed ($?)"
-  timeout 60 $PY bench/scaling.py --task inverted_pendulum --num-envs $ENVS_A --iterations 6 \
+  timeout 120 $PY bench/scaling.py --task inverted_pendulum --num-envs $ENVS_A --iterations 6 \
     --raw-json "$OUT/env_ip.json" --json "$OUT/scaling_ip.json" || log "scaling inverted_pendulum failed ($?)"
   timeout 60 $PY bench/env_throughput.py --tasks ant --num-envs $ENVS_B --min-time 2 \
     --json "$OUT/env_ant.json" || log "env_throughput ant failed ($?)"

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from strl_jax.envs import native_mujoco as nm
+from strl_jax.envs.commands import with_command
 from strl_jax.envs.playground_env import flatten
 from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.errors import CheckpointError, ConfigError, ExportError
@@ -183,27 +184,12 @@ def nominal_env_config(env_cfg: Any, episode_length: int | None = None) -> Any:
     )
 
 
-def fix_command(brax_state: Any, command: Any) -> Any:
-    """Every env follows `command` for the whole episode: no resampling, and the policy's
-    observation (`state`, which ends with the command) shows it from the first step."""
-    import jax.numpy as jnp
-
-    info = dict(brax_state.info)
-    n = info["command"].shape[0]
-    info["command"] = jnp.broadcast_to(jnp.asarray(command, info["command"].dtype), (n, 3))
-    info["steps_until_next_cmd"] = jnp.full_like(info["steps_until_next_cmd"], 2**30)
-    obs = dict(brax_state.obs)
-    obs["state"] = obs["state"].at[:, -3:].set(info["command"])
-    return brax_state.replace(info=info, obs=obs)
-
-
 def jax_rollout(env: Any, actor: Any, params: Any, normalizers: Any, key: Any, command: Any = None) -> dict:
     """`episode_length` steps of the deterministic policy in `env` (one episode per env counted):
     initial states, the command in effect, reward, end flags and base velocity per step."""
-    state, obs = env.reset(key)
     if command is not None:
-        brax = fix_command(state.brax_state, command)
-        state, obs = state.replace(brax_state=brax), env.observe(brax)
+        env = with_command(env, command)
+    state, obs = env.reset(key)
 
     def record(env_state, _obs, _action, res):
         return {

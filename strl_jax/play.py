@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from strl_jax.configs.schema import TrainConfig
+from strl_jax.envs.commands import with_command
 from strl_jax.envs.tasks import task_family
 from strl_jax.envs.vec_env import VecEnv
 from strl_jax.errors import CheckpointError, ConfigError
@@ -29,7 +30,7 @@ from strl_jax.inference import load_policy
 from strl_jax.networks.acting import Actor, make_actor
 from strl_jax.networks.mutex import MutexPolicy, load_mutex_run
 from strl_jax.networks.policy import make_policy_model
-from strl_jax.train_loops.evaluation import episode_rollout
+from strl_jax.train_loops.evaluation import episode_rollout, locomotion_summary
 
 
 def physics_frame(env: VecEnv, state: Any) -> Any:
@@ -42,13 +43,14 @@ def physics_frame(env: VecEnv, state: Any) -> Any:
 
 def run_episodes(
     env: VecEnv, actor: Actor, params: Any, normalizers: Any, key: jax.Array
-) -> tuple[jax.Array, jax.Array, Any]:
-    """One deterministic episode per env: `(returns [N], lengths [N], frames of env 0 [T, ...])`.
+) -> tuple[jax.Array, jax.Array, Any, dict]:
+    """One deterministic episode per env: `(returns [N], lengths [N], frames of env 0 [T, ...],
+    locomotion metrics)` (velocity tracking and falls where the env measures them, else {}).
 
     Frame t is the physics state env 0 acted on at step t (entries past its episode's length
     belong to later episodes and are to be cut off).
     """
-    returns, lengths, frames, _ = episode_rollout(
+    returns, lengths, frames, probe = episode_rollout(
         env,
         lambda obs, hidden: actor.act(params, normalizers, obs, hidden),
         actor.initial_hidden(env.num_envs),
@@ -56,12 +58,14 @@ def run_episodes(
         reset_hidden=actor.reset_hidden,
         record=lambda env_state: physics_frame(env, jax.tree.map(lambda x: x[0], env_state.brax_state)),
     )
-    return returns, lengths, frames
+    return returns, lengths, frames, locomotion_summary(env, lengths, probe)
 
 
-def run_mutex_episodes(env: VecEnv, policy: MutexPolicy, key: jax.Array) -> tuple[jax.Array, jax.Array, Any]:
+def run_mutex_episodes(
+    env: VecEnv, policy: MutexPolicy, key: jax.Array
+) -> tuple[jax.Array, jax.Array, Any, dict]:
     """`run_episodes` for a mutex policy: it reads the `policy` group and resets its own state."""
-    returns, lengths, frames, _ = episode_rollout(
+    returns, lengths, frames, probe = episode_rollout(
         env,
         lambda obs, state: policy.step(obs["policy"], state),
         policy.initial_hidden(env.num_envs),
@@ -69,7 +73,7 @@ def run_mutex_episodes(env: VecEnv, policy: MutexPolicy, key: jax.Array) -> tupl
         reset_hidden=policy.reset,
         record=lambda env_state: physics_frame(env, jax.tree.map(lambda x: x[0], env_state.brax_state)),
     )
-    return returns, lengths, frames
+    return returns, lengths, frames, locomotion_summary(env, lengths, probe)
 
 
 def make_rollout(env: VecEnv, cfg: TrainConfig) -> Callable:
@@ -177,6 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial states")
     parser.add_argument("--out", metavar="DIR", help="output folder (default: <log_dir>/play)")
     parser.add_argument("--no-video", action="store_true", help="skip the GIF even if MuJoCo can render")
+    parser.add_argument(
+        "--command",
+        type=float,
+        nargs=3,
+        metavar=("VX", "VY", "WZ"),
+        help="joystick tasks: hold this velocity command (m/s, m/s, rad/s) for the whole episode",
+    )
     args = parser.parse_args(argv)
     if args.episodes < 1:
         print("error: --episodes must be at least 1", file=sys.stderr)
@@ -188,23 +199,32 @@ def main(argv: list[str] | None = None) -> int:
         if mutex:
             run = load_mutex_run(args.log_dir)
             env, task = run.env.replace(num_envs=args.episodes), run.cfg.env.task
+            env = env if args.command is None else with_command(env, args.command)
             rollout = jax.jit(lambda key: run_mutex_episodes(env, run.policy, key))
-            returns, lengths, frames = jax.device_get(rollout(key))
+            returns, lengths, frames, metrics = jax.device_get(rollout(key))
             what = f"{run.policy.spec.num_policies} sub-policies"
         else:
             loaded = load_policy(args.log_dir, args.checkpoint)
             env, task = loaded.env.replace(num_envs=args.episodes), loaded.cfg.env.task
+            env = env if args.command is None else with_command(env, args.command)
             rollout = make_rollout(env, loaded.cfg)
-            returns, lengths, frames = jax.device_get(rollout(loaded.params, loaded.normalizers, key))
+            out = rollout(loaded.params, loaded.normalizers, key)
+            returns, lengths, frames, metrics = jax.device_get(out)
             what = f"checkpoint {loaded.step}"
     except (CheckpointError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    held = "" if args.command is None else ", command ({:g}, {:g}, {:g}) held".format(*args.command)
     print(
-        f"{task}, {what}, {args.episodes} deterministic episodes:\n"
+        f"{task}, {what}, {args.episodes} deterministic episodes{held}:\n"
         f"  return {np.mean(returns):.3f} +- {np.std(returns):.3f}\n"
         f"  length {np.mean(lengths):.1f} +- {np.std(lengths):.1f}"
     )
+    if metrics:
+        print(
+            f"  velrmsd {float(metrics['velrmsd']):.3f} (velocity-tracking RMS error), "
+            f"falls {float(metrics['falls']):.0%} (episodes ended before {env.episode_length} steps)"
+        )
     default_out = Path(args.log_dir).with_name(f"{Path(args.log_dir).stem}_play") if mutex else None
     out = Path(args.out) if args.out else default_out or Path(args.log_dir) / "play"
     out.mkdir(parents=True, exist_ok=True)

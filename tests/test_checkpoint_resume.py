@@ -312,7 +312,7 @@ def test_evaluation_equals_an_independent_deterministic_rollout(full_run):
     state = full_run.train_state
     env = build_programs(cfg).env.replace(num_envs=cfg.runner.num_eval_envs)
     key = jax.random.fold_in(run_keys(cfg)[1], 2 * K)
-    returns, lengths, _ = make_rollout(env, cfg)(state.params, state.normalizers, key)
+    returns, lengths, _, _ = make_rollout(env, cfg)(state.params, state.normalizers, key)
     row = read_rows(full_run.log_dir)[-1]
     assert row["eval_reward"] == pytest.approx(float(np.mean(returns)), rel=1e-5)
     assert row["eval_episode_length"] == pytest.approx(float(np.mean(lengths)), rel=1e-6)

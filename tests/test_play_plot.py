@@ -74,6 +74,7 @@ def test_play_reports_a_rendering_failure_where_mujoco_can_render(trained, tmp_p
         (["{run}", "--checkpoint", "1"], "no checkpoint 1 in"),
         (["{run}", "--episodes", "0"], "--episodes must be at least 1"),
         (["{tmp}"], "no checkpoints found"),
+        (["{run}", "--command", "1", "0", "0"], "has no info['command']"),
     ],
 )
 def test_play_errors(trained, tmp_path, capsys, argv, needle):

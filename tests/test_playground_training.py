@@ -122,8 +122,12 @@ def test_resume_is_exact(learning_run, tmp_path):
 def test_play_writes_a_playground_trajectory(learning_run, capsys):
     result, _ = learning_run
     out = result.log_dir / "play_test"
-    assert play_main([str(result.log_dir), "--episodes", "2", "--no-video", "--out", str(out)]) == 0
-    assert "2 deterministic episodes" in capsys.readouterr().out
+    argv = [str(result.log_dir), "--episodes", "2", "--no-video", "--out", str(out)]
+    argv += ["--command", "1", "0", "0"]
+    assert play_main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "2 deterministic episodes, command (1, 0, 0) held" in printed
+    assert "velrmsd " in printed and "falls " in printed
     episode = np.load(out / "episode.npz")
     steps = episode["qpos"].shape[0]
     assert 1 <= steps <= 1000 and episode["qpos"].shape[1] == 19 and episode["qvel"].shape == (steps, 18)

@@ -9,27 +9,23 @@ env's `info["command"]` is held at the selected skill's command (never resampled
 wrapper runs), so rewards, the evaluation's velocity probe and the observation's `command`
 entries all follow the schedule.
 
-The `command` entries of every group are rewritten with `info["command"]` as is: right for tasks
-that show the command unscaled (Go1, G1, Spot, ...), not for Barkour's scaled one.
+The commands are held as `strl_jax.envs.commands` holds one (its notes on scaling apply).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from strl_jax.envs.commands import command_entries, hold_in_info, show_command
 from strl_jax.envs.vec_env import VecEnv
 from strl_jax.errors import ConfigError
 
 SKILL_STEP = "skill_step"  # the per-env step counter this wrapper keeps in `state.info`
-# Playground joystick tasks resample the command when this counter runs out
-RESAMPLE_COUNTER = "steps_until_next_cmd"
-NEVER = 2**30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,9 +116,7 @@ class SkillSelectionEnv:
         info = {**state.info, SKILL_STEP: jnp.asarray(step, jnp.int32)}
         if self.schedule.commands is not None:
             table = jnp.asarray(self.schedule.commands, info["command"].dtype)
-            info["command"] = table[skill_index(self.schedule, info[SKILL_STEP])]
-            if RESAMPLE_COUNTER in info:
-                info[RESAMPLE_COUNTER] = jnp.full_like(info[RESAMPLE_COUNTER], NEVER)
+            info = hold_in_info(info, table[skill_index(self.schedule, info[SKILL_STEP])])
         return state.replace(info=info)
 
     def reset(self, key: jax.Array) -> Any:
@@ -130,16 +124,6 @@ class SkillSelectionEnv:
 
     def step(self, state: Any, action: jax.Array) -> Any:
         return self.hold(self.env.step(state, action), state.info[SKILL_STEP] + 1)
-
-
-def command_indices(components: Sequence[tuple[str, int]], size: int) -> list[int]:
-    """Where a group shows the command (`command` components of `size` entries)."""
-    out, start = [], 0
-    for name, n in components:
-        if name == "command" and n == size:
-            out += list(range(start, start + n))
-        start += n
-    return out
 
 
 def with_skill_selection(env: VecEnv, schedule: SkillSchedule) -> VecEnv:
@@ -153,27 +137,12 @@ def with_skill_selection(env: VecEnv, schedule: SkillSchedule) -> VecEnv:
         )
     if any(name == schedule.component for name, _ in env.components.get(schedule.group, ())):
         raise ConfigError(f"the {schedule.group!r} group already has a component {schedule.component!r}")
-    rewrite: dict[str, np.ndarray] = {}  # group -> indices of its command entries
-    if schedule.commands is not None:
-        reset_info = jax.eval_shape(env.env.reset, jax.random.PRNGKey(0)).info
-        size = len(schedule.commands[0])
-        if "command" not in reset_info or tuple(reset_info["command"].shape) != (size,):
-            raise ConfigError(
-                f"skill_selection commands of size {size} need an env with info['command'] of that size; "
-                f"task {env.task!r} has {reset_info.get('command')}"
-            )
-        for group, components in env.components.items():
-            where = command_indices(components, size)
-            if where:
-                rewrite[group] = np.asarray(where)
+    # group -> indices of its command entries
+    entries = {} if schedule.commands is None else command_entries(env, len(schedule.commands[0]))
     inner = env.observe
 
     def observe(state: Any) -> dict[str, jax.Array]:
-        obs = dict(inner(state))
-        for group, where in rewrite.items():
-            command = state.info["command"].astype(obs[group].dtype)
-            shown = jnp.concatenate([command] * (len(where) // command.shape[-1]), axis=-1)
-            obs[group] = obs[group].at[..., where].set(shown)
+        obs = show_command(inner(state), entries, state.info["command"]) if entries else dict(inner(state))
         block = selection_block(schedule, state.info[SKILL_STEP])
         obs[schedule.group] = jnp.concatenate(
             [obs[schedule.group], block.astype(obs[schedule.group].dtype)], -1

@@ -103,7 +103,13 @@ def deterministic_episodes(eval_env: VecEnv, act, hidden, key: jax.Array) -> dic
     episodes that ended before the env's episode length (terminated: the robot fell)."""
     returns, lengths, _, probe = episode_rollout(eval_env, act, hidden, key)
     out = {"episode_reward": jnp.mean(returns), "episode_length": jnp.mean(lengths)}
-    if {"velocity", "command", "power", "weight"} <= set(probe):
-        out |= locomotion_metrics(probe, probe["alive"])
-        out["falls"] = jnp.mean((lengths < eval_env.episode_length).astype(jnp.float32))
-    return out
+    return out | locomotion_summary(eval_env, lengths, probe)
+
+
+def locomotion_summary(env: VecEnv, lengths: jax.Array, probe: dict) -> dict[str, jax.Array]:
+    """`locomotion_metrics` and `falls` (the fraction of episodes that ended before the env's
+    episode length: terminated, the robot fell) where `env` has a locomotion probe; else {}."""
+    if not {"velocity", "command", "power", "weight"} <= set(probe):
+        return {}
+    falls = jnp.mean((lengths < env.episode_length).astype(jnp.float32))
+    return {**locomotion_metrics(probe, probe["alive"]), "falls": falls}
