@@ -21,7 +21,7 @@ from strl_jax.configs.loader import ConfigError, resolve_config
 from strl_jax.networks.normalizer import normalize, update_normalizer
 from strl_jax.train_loops.runner import build_programs, train
 
-TINY = tiny("env.episode_length=1000", "runner.num_steps_per_env=16", "runner.eval_interval=2")
+TINY = tiny("env.episode_length=1000", "runner.num_steps_per_env=16")
 # inverted_pendulum has a fixed base: its AMP frame is the pole's joint angle and velocity
 COMPONENTS = "joint_pos,joint_vel"
 
@@ -30,7 +30,7 @@ COMPONENTS = "joint_pos,joint_vel"
 def demo(tmp_path_factory):
     """A motion dataset collected from a one-iteration PPO run."""
     root = tmp_path_factory.mktemp("amp")
-    overrides = [*TINY, "runner.max_iterations=1", "runner.eval_interval=0"]
+    overrides = [*TINY, "runner.max_iterations=1"]
     cfg = resolve_config("inverted_pendulum", overrides=overrides)
     train(cfg, root / "expert", verbose=False)
     code = collect_main([

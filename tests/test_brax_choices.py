@@ -147,7 +147,7 @@ def synthetic_rollout(normalizer_update: str, timeout: str = "final_obs", *extra
         ),
     )
     learner = make_learner(make_env_from_config(cfg.env), cfg)
-    train_state, rollout_state = learner.init(jax.random.PRNGKey(0))
+    train_state, rollout_state = jax.jit(learner.init)(jax.random.PRNGKey(0))
     steps, n = cfg.runner.num_steps_per_env, cfg.env.num_envs
     shapes = learner.env.observation_shapes()
     keys = iter(jax.random.split(jax.random.PRNGKey(1), 8))

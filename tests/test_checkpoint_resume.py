@@ -38,7 +38,7 @@ from strl_jax.train_loops.checkpoint import (
 from strl_jax.train_loops.runner import build_programs, run_keys, train
 
 K = 3  # the split runs stop after K iterations and resume for K more
-TINY = tiny()
+TINY = tiny("runner.eval_interval=3")
 TIME_KEYS = {"wall_time", "fps", "iteration_time"}
 
 

@@ -20,7 +20,6 @@ EPISODE_LENGTH = 20
 TINY = tiny(
     f"env.episode_length={EPISODE_LENGTH}",
     "algorithm.num_learning_epochs=1",
-    "runner.eval_interval=100",
     "runner.save_interval=1",
     "runner.max_iterations=1",
 )

@@ -51,7 +51,7 @@ def test_time_limit_is_truncation_and_reset_is_fresh(env, compiled):
     assert np.all(res.truncated) and not np.any(res.terminated)
     np.testing.assert_array_equal(state.step_count, 0)
     # final_obs is where the step went, before the reset: equal to stepping Brax directly.
-    direct = jax.vmap(env.env.step)(pre_state.brax_state, zero)
+    direct = jax.jit(jax.vmap(env.env.step))(pre_state.brax_state, zero)
     np.testing.assert_allclose(res.final_obs["critic"], direct.obs, atol=1e-6)
     # The next observation comes from new random initial states, not the first episode's.
     assert not np.allclose(res.obs["policy"], res.final_obs["policy"])
@@ -79,11 +79,12 @@ def test_termination_is_not_truncation(env, compiled):
 
 def test_action_repeat_sums_rewards():
     env2 = make_brax_env("inverted_pendulum", "positional", 2, 100, action_repeat=2)
-    state, _ = env2.reset(jax.random.PRNGKey(4))
+    state, _ = jax.jit(env2.reset)(jax.random.PRNGKey(4))
     action = jnp.full((2, 1), 0.3)
     _, res = jax.jit(env2.step)(state, action)
-    s1 = jax.vmap(env2.env.step)(state.brax_state, action)
-    s2 = jax.vmap(env2.env.step)(s1, action)
+    brax_step = jax.jit(jax.vmap(env2.env.step))  # one program: op by op compiles each primitive
+    s1 = brax_step(state.brax_state, action)
+    s2 = brax_step(s1, action)
     np.testing.assert_allclose(res.reward, s1.reward + s2.reward, atol=1e-6)
     np.testing.assert_allclose(res.final_obs["policy"], s2.obs, atol=1e-5)
 
@@ -121,8 +122,8 @@ def test_finished_envs_restart_from_their_own_reset_key():
             if finished.any():
                 finished_any = True
                 keys = jax.vmap(jax.random.split)(s.reset_key)
-                fresh = jax.vmap(env64.env.reset)(keys[:, 0])
-                stepped = jax.vmap(env64.env.step)(s.brax_state, jnp.clip(action, -1, 1))
+                fresh = jax.jit(jax.vmap(env64.env.reset))(keys[:, 0])
+                stepped = jax.jit(jax.vmap(env64.env.step))(s.brax_state, jnp.clip(action, -1, 1))
                 f = finished[:, None]
                 np.testing.assert_allclose(nxt.brax_state.obs, np.where(f, fresh.obs, stepped.obs), atol=1e-6)
                 np.testing.assert_array_equal(nxt.reset_key, np.where(f, keys[:, 1], s.reset_key))

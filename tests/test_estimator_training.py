@@ -164,20 +164,6 @@ def test_export_takes_positions_and_returns_the_estimate(estimator_run, tmp_path
     np.testing.assert_allclose(eh_onnx, np.asarray(new_hidden["estimator"]), atol=1e-5)
 
 
-def test_estimator_tppo_runs_with_a_teacher(pendulum_expert, tmp_path):
-    expert, _ = pendulum_expert
-    cfg = estimator_config(
-        "algorithm.class_name=EstimatorTPPO",
-        f"algorithm.teacher_policy.checkpoint={expert}",
-        "algorithm.teacher_act_prob=0.5",
-        "runner.max_iterations=2",
-    )
-    result = train(cfg, tmp_path, verbose=False)
-    assert {"distillation", "estimator", "estimator_rmse_velocity", "teacher_act_fraction"} <= set(
-        result.rows[-1]
-    )
-
-
 # ----------------------------------------------------------------------------- latent distillation
 def write_named_teacher(path: Path) -> None:
     """A full-state teacher run whose observation groups name their components (no training)."""
@@ -219,8 +205,6 @@ def test_latent_distillation_regresses_the_estimate_onto_the_teachers_latent(tmp
     state = ts.parts["teacher"]
     expected = normalize(state.normalizers["policy"], tr.obs["critic"])[..., 2:4]
     np.testing.assert_allclose(tr.parts["teacher"]["latent_labels"]["velocity"], expected, atol=1e-6)
-    _, _, metrics = jax.jit(learner.iteration)(ts, rs)
-    assert "distill_latent_estimator" in metrics["scalars"]
     with pytest.raises(ConfigError, match="has no latent 'speed'"):
         make_learner(
             make_env_from_config(cfg.env),
@@ -232,7 +216,10 @@ def test_latent_distillation_regresses_the_estimate_onto_the_teachers_latent(tmp
         )
 
 
-def test_estimator_tppo_resumes_exactly(tmp_path):
+def test_estimator_tppo_trains_with_a_teacher_and_resumes_exactly(tmp_path):
+    """EstimatorTPPO with a teacher that acts half the time and a latent target: it logs the
+    distillation, estimator and latent terms (the latent test above checks their labels), and a
+    resumed run is exact."""
     write_named_teacher(tmp_path / "teacher")
 
     def cfg(iterations):
@@ -249,4 +236,6 @@ def test_estimator_tppo_resumes_exactly(tmp_path):
     train(cfg(2), tmp_path / "split", verbose=False)
     assert train_main(["--resume", str(tmp_path / "split"), "--quiet", "runner.max_iterations=4"]) == 0
     assert timeless(rows(tmp_path / "split")) == timeless(full.rows)
-    assert {"distill_latent_estimator", "estimator", "teacher_act_fraction"} <= set(full.rows[-1])
+    logged = {"distillation", "distill_latent_estimator", "estimator", "estimator_rmse_velocity"}
+    assert logged | {"teacher_act_fraction"} <= set(full.rows[-1])
+    assert 0.0 < full.rows[-1]["teacher_act_fraction"] < 1.0

@@ -92,9 +92,7 @@ def runs(tmp_path_factory):
         )
         cfg = resolve_config(
             "inverted_pendulum",
-            overrides=tiny(
-                "algorithm.class_name=AuxPPO", "runner.max_iterations=4", "runner.eval_interval=2"
-            ),
+            overrides=tiny("algorithm.class_name=AuxPPO", "runner.max_iterations=4"),
         )
         straight = train(cfg, root / "straight", verbose=False)
         first_half = dataclasses.replace(cfg, runner=dataclasses.replace(cfg.runner, max_iterations=2))

@@ -104,7 +104,7 @@ def recurrent_learner():
         ],
     )
     learner = make_learner(make_env_from_config(cfg.env), cfg)
-    ts, rs = learner.init(jax.random.PRNGKey(0))
+    ts, rs = jax.jit(learner.init)(jax.random.PRNGKey(0))
     return learner, ts, rs
 
 

@@ -97,9 +97,9 @@ def test_first_update_starts_at_ratio_one():
     """Normalisers change only after the update, so the first minibatch sees the acting policy."""
     cfg = resolve_config("inverted_pendulum", overrides=TINY)
     learner = make_learner(make_env_from_config(cfg.env), cfg)
-    ts, rs = learner.init(jax.random.PRNGKey(0))
+    ts, rs = jax.jit(learner.init)(jax.random.PRNGKey(0))  # one program each: op by op compiles more
     ts = ts.replace(normalizers=jax.tree.map(lambda x: x + 0.5, ts.normalizers))  # non-trivial stats
-    _, transitions, _ = learner.rollout(ts, rs, jax.random.PRNGKey(1))
+    _, transitions, _ = jax.jit(learner.rollout)(ts, rs, jax.random.PRNGKey(1))
     nobs = normalize_groups(ts.normalizers, transitions.obs, True)
     mean, std, _ = learner.model.distribution(ts.params, nobs, {})
     np.testing.assert_allclose(
@@ -116,7 +116,7 @@ def test_timeout_values_equal_the_critic_on_truncated_envs(task):
         overrides += ["policy.rnn_hidden_size=8"]
     cfg = resolve_config(task, overrides=overrides)
     learner = make_learner(make_env_from_config(cfg.env), cfg)
-    ts, rs = learner.init(jax.random.PRNGKey(0))
+    ts, rs = jax.jit(learner.init)(jax.random.PRNGKey(0))
     assert timeout_rows(64, 1000) == 16
     key = jax.random.PRNGKey(3)
     final_obs = jax.tree.map(lambda x: jax.random.normal(key, x.shape), rs.obs)
