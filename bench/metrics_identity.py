@@ -119,7 +119,8 @@ def prepare(assets: Path) -> None:
             "--min_timesteps", "400", "--amp_obs_components", "joint_pos,joint_vel"]  # fmt: skip
     assert collect_main(args) == 0
     args = [str(assets / "teacher"), "--out", str(assets / "dataset"), "--num_envs", "8",
-            "--min_timesteps", "800", "--sample_actions"]  # fmt: skip
+            "--min_timesteps", "800", "--sample_actions",
+            "--amp_obs_components", "joint_pos,joint_vel"]  # fmt: skip
     assert collect_main(args) == 0
 
 
