@@ -5,6 +5,7 @@ and a short training run."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 import jax
@@ -17,7 +18,7 @@ from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 from tiny_config import tiny
 
-from strl_jax.agents.ppo import PPOBatch, make_optimizer
+from strl_jax.agents.ppo import MinibatchInputs, PPOBatch, make_optimizer, ppo_loss
 from strl_jax.agents.symmetry import SymmetryEnv, SymmetryPart, copies
 from strl_jax.configs import ConfigError, resolve_config
 from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
@@ -209,16 +210,21 @@ def strl_update(cfg, part, model, params, normalizers, stored):
         parts={"symmetry": {}},
         draws={},
     )
-    args = (jnp.zeros((), jnp.int32), {"symmetry": None}, {"symmetry": None}, None, None, normalizers)
-    grads, (losses, metrics, _, _) = jax.jit(jax.grad(learner.loss, has_aux=True))(
-        {POLICY: params}, batch, *args
+    inputs = MinibatchInputs(
+        batch=batch,
+        iteration=jnp.zeros((), jnp.int32),
+        train_parts={"symmetry": None},
+        part_inputs={"symmetry": None},
+        normalizers=normalizers,
     )
+    loss = functools.partial(ppo_loss, settings=learner.loss_settings)
+    grads, (losses, metrics, _, _) = jax.jit(jax.grad(loss, has_aux=True))({POLICY: params}, inputs)
     carry = (
         {POLICY: params},
         learner.optimizer.init({POLICY: params}),
         jnp.float32(cfg.algorithm.learning_rate),
     )
-    (_, _, lr), (step_metrics, _) = jax.jit(learner.minibatch_step)(carry, batch, *args)
+    (_, _, lr), (step_metrics, _) = jax.jit(learner.minibatch_step)(carry, inputs)
     return metrics | {"kl": step_metrics["kl"]}, grads[POLICY], float(lr)
 
 

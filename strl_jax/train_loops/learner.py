@@ -26,23 +26,15 @@ from flax import struct
 
 from strl_jax.agents.distillation import DistillationBatch, bptt_update, step_order
 from strl_jax.agents.lr_schedulers import LrScheduler
-from strl_jax.agents.parts import (
-    AugmentContext,
-    EnvStep,
-    InitContext,
-    LossContext,
-    Part,
-    StepContext,
-    UpdateContext,
-)
+from strl_jax.agents.parts import EnvStep, InitContext, Part, StepContext, UpdateContext
 from strl_jax.agents.ppo import (
+    POLICY,
+    MinibatchInputs,
     PPOBatch,
+    PPOLossSettings,
     adaptive_learning_rate,
-    surrogate_loss,
-    value_loss,
-    weighted_total,
+    ppo_loss,
 )
-from strl_jax.agents.tppo import distillation_loss
 from strl_jax.buffers.gae import bootstrap_timeouts, compute_gae, normalize_advantages
 from strl_jax.buffers.history import RolloutHistory, empty_history, with_history
 from strl_jax.buffers.minibatch import merge_time_env, minibatch_indices
@@ -68,7 +60,6 @@ from strl_jax.networks.policy import PolicyModel, reset_hidden_groups
 from strl_jax.train_loops.evaluation import deterministic_episodes
 from strl_jax.train_loops.state import RolloutState, TrainState
 
-POLICY = "policy"  # the policy's key among the trainable parameters
 RESAMPLE_STREAM = 0x5E5A  # folded into a minibatch's key for `hidden_state_resample_prob`
 ENTROPY_STREAM = 0xE7A0  # ... for the entropy estimate of a squashed distribution
 
@@ -420,106 +411,20 @@ class Learner:
         return rollout_state, transitions.replace(initial_hidden=initial_hidden), sums
 
     # ---- PPO update --------------------------------------------------------------------
-    def loss(
-        self,
-        trainable: dict,
-        batch: PPOBatch,
-        iteration: jax.Array,
-        train_parts: dict,
-        inputs: dict,
-        units=None,
-        resample=None,
-        normalizers=None,
-        entropy_key=None,
-    ):
-        """Weighted loss of one minibatch of `[T, B]` steps; aux: `(losses, metrics, mean, std)`.
-
-        PPO's terms (unless the update drops them), then each part's, summed with st_rl's
-        `<name>_coef` weights. `units`: the estimator stages' conversions under the normalisers.
-        The parts' `augment` may append columns (rsl_rl's symmetry): the surrogate and value terms
-        average over all of them, the entropy and the returned `(mean, std)` (the KL) see the
-        original `B` (advantages are normalised per minibatch before augmenting, as in rsl_rl).
-        `entropy_key`: the sample of a squashed distribution's entropy estimate (brax's).
-        """
-        alg = self.cfg.algorithm
-        per_minibatch = self.update_rule.ppo_terms and alg.normalize_advantage_per_mini_batch
-        if per_minibatch and not alg.recompute_advantages:
-            batch = batch.replace(advantages=normalize_advantages(batch.advantages, self.axis_name))
-        originals = batch.actions.shape[1]
-        augment_ctx = AugmentContext(normalizers=normalizers or {})
-        for p in self.parts:
-            batch = p.augment(train_parts[p.name], batch, augment_ctx)
-        mean, std, values, estimates = self.model.sequence(
-            trainable[POLICY], batch.obs, batch.hidden, batch.resets, batch.draws, units, resample
+    @property
+    def loss_settings(self) -> PPOLossSettings:
+        """The static side of `agents.ppo.ppo_loss` for this learner."""
+        return PPOLossSettings(
+            model=self.model,
+            parts=self.parts,
+            alg=self.cfg.algorithm,
+            ppo_terms=self.update_rule.ppo_terms,
+            gae_horizon=self.cfg.algorithm.gae_horizon or self.cfg.runner.num_steps_per_env,
+            imitation_coef=self.pretrain_imitation if self.cfg.runner.pretrain_iterations > 0 else 0.0,
+            axis_name=self.axis_name,
         )
-        chex.assert_equal_shape([mean, std, batch.actions])
-        chex.assert_equal_shape([values, batch.returns])
-        if alg.recompute_advantages:
-            batch = self.recomputed_advantages(trainable[POLICY], batch, values)
-        losses, coefs, metrics = {}, {}, {}
-        if self.update_rule.ppo_terms:
-            dist = self.model.action_dist
-            entropy = jnp.mean(dist.entropy(mean[:, :originals], std[:, :originals], entropy_key))
-            surrogate = surrogate_loss(
-                dist.log_prob(batch.actions, mean, std),
-                batch.old_log_prob,
-                batch.advantages,
-                alg.clip_param,
-            )
-            value = value_loss(
-                values, batch.old_values, batch.returns, alg.clip_param, alg.use_clipped_value_loss
-            )
-            losses = {"surrogate_loss": surrogate, "value_loss": value, "entropy": -entropy}
-            coefs = {
-                "surrogate_loss": alg.surrogate_loss_coef,
-                "value_loss": alg.value_loss_coef,
-                "entropy": alg.entropy_coef,
-            }
-            metrics = {"surrogate": surrogate, "value_function": value, "entropy": entropy}
 
-        def policy_mean(obs: dict) -> jax.Array:
-            copies = jax.tree.leaves(obs)[0].shape[1] // originals
-            fit = functools.partial(jax.tree.map, lambda x: jnp.concatenate([x[:, :originals]] * copies, 1))
-            return self.model.sequence(
-                trainable[POLICY], obs, batch.hidden, fit(batch.resets), fit(batch.draws), units, None
-            )[0]
-
-        ctx = LossContext(
-            batch=batch,
-            mean=mean,
-            std=std,
-            values=values,
-            iteration=iteration,
-            estimates=estimates,
-            originals=originals,
-            policy_mean=policy_mean,
-        )
-        for p in self.parts:
-            part_losses, part_coefs, part_metrics = p.losses(
-                trainable.get(p.name), train_parts[p.name], ctx, inputs[p.name]
-            )
-            losses |= part_losses
-            coefs |= part_coefs
-            metrics |= part_metrics
-        if DATASET_LABELS in batch.parts:  # pretraining on a dataset: pull the mean to its actions
-            labels = batch.parts[DATASET_LABELS]["action_labels"]
-            imitation = distillation_loss(alg.distill_target, mean[:, :originals], std[:, :originals], labels)
-            losses["imitation_loss"], coefs["imitation_loss"] = imitation, self.pretrain_imitation
-            metrics["imitation"] = imitation
-        return weighted_total(losses, coefs), (losses, metrics, mean[:, :originals], std[:, :originals])
-
-    def minibatch_step(
-        self,
-        carry,
-        batch: PPOBatch,
-        iteration: jax.Array,
-        train_parts: dict,
-        inputs: dict,
-        units=None,
-        resample=None,
-        normalizers=None,
-        entropy_key=None,
-    ):
+    def minibatch_step(self, carry, inputs: MinibatchInputs):
         """Adaptive lr from the KL to the acting policy, then one clipped optimiser step.
 
         Gradients, KL and loss terms are averaged over devices (equal shares of the minibatch),
@@ -527,9 +432,9 @@ class Learner:
         """
         trainable, opt_state, lr = carry
         alg = self.cfg.algorithm
-        grads, (losses, metrics, mean, std) = jax.grad(self.loss, has_aux=True)(
-            trainable, batch, iteration, train_parts, inputs, units, resample, normalizers, entropy_key
-        )
+        loss = functools.partial(ppo_loss, settings=self.loss_settings)
+        grads, (losses, metrics, mean, std) = jax.grad(loss, has_aux=True)(trainable, inputs)
+        batch = inputs.batch
         kl = self.model.action_dist.kl(batch.old_mean, batch.old_std, mean, std, alg.kl_epsilon)
         kl_mean = jnp.mean(kl)
         grads, kl_mean, losses, metrics = pmean((grads, kl_mean, losses, metrics), self.axis_name)
@@ -544,38 +449,6 @@ class Learner:
             **{check_name(2, f"gradient of {k}"): finite(g) for k, g in grads.items()},
         }
         return (trainable, opt_state, lr), ({**metrics, "kl": kl_mean, "learning_rate": lr}, checks)
-
-    def recomputed_advantages(self, params: Any, batch: PPOBatch, values: jax.Array) -> PPOBatch:
-        """brax's PPO: GAE over the minibatch's whole segments (`[1, segments * h]`, segment-major)
-        with the values of the critic being trained (no gradient through them) and V(s_{t+h}) of
-        each segment's next observation; the advantages normalised over the minibatch."""
-        alg = self.cfg.algorithm
-        horizon = alg.gae_horizon or self.cfg.runner.num_steps_per_env
-        count = values.shape[1] // horizon
-
-        def segments(x: jax.Array) -> jax.Array:  # [1, count * h, ...] -> [h, count, ...]
-            return jnp.swapaxes(x.reshape((count, horizon) + x.shape[2:]), 0, 1)
-
-        def columns(x: jax.Array) -> jax.Array:  # the inverse
-            return jnp.swapaxes(x, 0, 1).reshape(1, -1)
-
-        inputs = jax.lax.stop_gradient(batch.gae_inputs)
-        last_obs = jax.tree.map(lambda x: segments(x)[-1], inputs["next_obs"])
-        last_values = jax.lax.stop_gradient(self.model.value(params, last_obs, {}))
-        masked = inputs.get("masked")
-        advantages, returns = compute_gae(
-            segments(inputs["rewards"]),
-            segments(jax.lax.stop_gradient(values)),
-            segments(inputs["dones"]),
-            last_values,
-            alg.gamma,
-            alg.lam,
-            None,
-            None if masked is None else segments(masked),
-            alg.advantage_estimator,
-        )
-        advantages = normalize_advantages(columns(advantages), self.axis_name)
-        return batch.replace(advantages=advantages, returns=columns(returns))
 
     def make_batch(
         self,
@@ -696,21 +569,19 @@ class Learner:
                 )
                 for p in self.parts
             }
-            resample = None
-            if resample_prob > 0:
-                resample = (jax.random.fold_in(part_key, RESAMPLE_STREAM), resample_prob)
             selected = batch.select_columns(idx)
-            core, (metrics, checks) = self.minibatch_step(
-                core,
-                selected,
-                iteration,
-                train_state.parts,
-                inputs,
-                units,
-                resample,
-                train_state.normalizers if self.normalize_obs else None,
-                jax.random.fold_in(part_key, ENTROPY_STREAM),
+            minibatch_inputs = MinibatchInputs(
+                batch=selected,
+                iteration=iteration,
+                train_parts=train_state.parts,
+                part_inputs=inputs,
+                units=units,
+                normalizers=train_state.normalizers if self.normalize_obs else None,
+                entropy_key=jax.random.fold_in(part_key, ENTROPY_STREAM),
+                resample_key=jax.random.fold_in(part_key, RESAMPLE_STREAM) if resample_prob > 0 else None,
+                resample_prob=resample_prob,
             )
+            core, (metrics, checks) = self.minibatch_step(core, minibatch_inputs)
             own, own_metrics = self.own_updates(own, selected, ctx)
             checks |= {check_name(1, f"loss term {k}"): jnp.isfinite(v) for k, v in own_metrics.items()}
             return (core, own), ({**metrics, **own_metrics}, checks)
