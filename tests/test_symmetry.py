@@ -26,9 +26,10 @@ from strl_jax.envs import symmetry as mirrors
 from strl_jax.envs.playground_components import component_layout, component_slices
 from strl_jax.networks.normalizer import NormalizerState
 from strl_jax.networks.policy import make_policy_model
-from strl_jax.train_loops.learner import POLICY, Learner, PPOUpdate, normalize_groups
+from strl_jax.train_loops.learner import POLICY, Learner, normalize_groups
 from strl_jax.train_loops.runner import train
 from strl_jax.train_loops.torch_checkpoints import rsl_rl_state_dicts
+from strl_jax.train_loops.update_rules import PPOUpdate
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 SIZES, ACT, ENVS, STEPS = {"policy": 5, "critic": 7}, 3, 8, 4

@@ -26,8 +26,8 @@ from strl_jax.networks.gaussian import gaussian_log_prob
 from strl_jax.networks.normalizer import init_normalizer, normalize
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR, open_manager, save_checkpoint
-from strl_jax.train_loops.learner import PPOUpdate
 from strl_jax.train_loops.learners import make_learner
+from strl_jax.train_loops.update_rules import PPOUpdate
 
 # ----------------------------------------------------------------------------- schedules
 

@@ -2,9 +2,10 @@
 
 The learner is PPO's core (acting, value bootstrap, returns, clipped surrogate and value losses,
 adaptive KL) plus a tuple of parts (`agents.parts`): it calls each part's hooks in order and
-never names one. `update` picks the optimisation: `PPOUpdate` (minibatch epochs over the
-rollout) or `BehaviorCloningUpdate` (rsl_rl Distillation's truncated BPTT). Which update and
-which parts an algorithm uses is `agents.algorithms.ALGORITHMS`; `train_loops.learners` builds them.
+never names one. `update_rule` (`train_loops.update_rules`) is the optimisation, `PPOUpdate`
+(minibatch epochs over the rollout) or `BehaviorCloningUpdate` (rsl_rl Distillation's truncated
+BPTT); the learner calls its `update` without asking which it is. Which update and which parts
+an algorithm uses is `agents.algorithms.ALGORITHMS`; `train_loops.learners` builds them.
 
 The runner executes `init` and `iteration` per device under `shard_map` (`train_loops.devices`):
 with `axis_name` set, `env` is the device's share of the envs and every reduction over envs
@@ -13,7 +14,6 @@ with `axis_name` set, `env` is the device's share of the envs and every reductio
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any
 
@@ -59,6 +59,7 @@ from strl_jax.networks.normalizer import init_normalizer, normalize, update_norm
 from strl_jax.networks.policy import PolicyModel, reset_hidden_groups
 from strl_jax.train_loops.evaluation import deterministic_episodes
 from strl_jax.train_loops.state import RolloutState, TrainState
+from strl_jax.train_loops.update_rules import UpdateRule
 
 RESAMPLE_STREAM = 0x5E5A  # folded into a minibatch's key for `hidden_state_resample_prob`
 ENTROPY_STREAM = 0xE7A0  # ... for the entropy estimate of a squashed distribution
@@ -83,28 +84,6 @@ def finite(tree: Any) -> jax.Array:
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
 
 
-@dataclasses.dataclass(frozen=True)
-class PPOUpdate:
-    """GAE, then `num_learning_epochs` x `num_mini_batches` clipped steps with the adaptive lr.
-
-    `ppo_terms=False` (TPPO's `using_ppo: false`, DAgger) keeps only the parts' loss terms.
-    """
-
-    ppo_terms: bool = True
-    splits_key: bool = True  # the update draws minibatch orders (one more split of the run key)
-
-
-@dataclasses.dataclass(frozen=True)
-class BehaviorCloningUpdate:
-    """rsl_rl Distillation: epochs over the rollout in time order, a step every `gradient_length`
-    steps, towards the `action_labels` that the part `labels_from` stores."""
-
-    labels_from: str
-    loss_type: str
-    gradient_length: int
-    splits_key: bool = False
-
-
 @struct.dataclass
 class Learner:
     """Static description of a run: env, policy, optimiser, update and parts. Not a pytree of arrays."""
@@ -114,7 +93,7 @@ class Learner:
     actor: Actor = struct.field(pytree_node=False)
     cfg: TrainConfig = struct.field(pytree_node=False)
     optimizer: optax.GradientTransformation = struct.field(pytree_node=False)
-    update_rule: PPOUpdate | BehaviorCloningUpdate = struct.field(pytree_node=False)
+    update_rule: UpdateRule = struct.field(pytree_node=False)
     parts: tuple[Part, ...] = struct.field(pytree_node=False, default=())
     # The mesh axis the envs are sharded over (inside `shard_map`); `env` then holds this
     # device's share of the envs. None: no collectives (one device, unit tests).
@@ -759,6 +738,7 @@ class Learner:
         """One iteration with the rollout `source(train_state, rollout_state, key)` ->
         `(rollout state, transitions, sums, (obs, memory) to bootstrap from, extra scalars)`."""
         rule = self.update_rule
+        update_key = None
         if rule.splits_key:
             key, rollout_key, update_key = jax.random.split(train_state.key, 3)
         else:
@@ -781,22 +761,9 @@ class Learner:
             train_state = train_state.replace(
                 normalizers=self.absorb(train_state.normalizers, transitions.obs)
             )
-        if isinstance(rule, PPOUpdate):
-            last_values = self.critic_value(
-                train_state.params, train_state.normalizers, last_obs, last_hidden
-            )
-            update, history = self.ppo_update(
-                train_state,
-                rollout_parts,
-                transitions,
-                last_values,
-                update_key,
-                rollout_state.history,
-                bootstrap_obs=last_obs,
-            )
-            rollout_state = rollout_state.replace(history=history)
-        else:
-            update = self.cloning_update(train_state, transitions)
+        update, rollout_state = rule.update(
+            self, train_state, rollout_state, transitions, (last_obs, last_hidden), update_key
+        )
         trainable, opt_state, lr, update_metrics, checks, train_parts = update
         if self.lr_scheduler is not None:
             lr = self.lr_scheduler.step(lr, train_state.iteration + 1)
@@ -832,7 +799,7 @@ class Learner:
             "learning_rate": lr,
             "mean_noise_std": pmean(jnp.mean(transitions.std[-1]), self.axis_name),
         }
-        after = jnp.asarray(self.optimizer_steps(), jnp.int32)  # the parameters the update left
+        after = jnp.asarray(rule.optimizer_steps(self.cfg), jnp.int32)  # the parameters the update left
         checks |= {
             check_name(3, f"parameters of {k}"): jnp.where(finite(v), NEVER, after)
             for k, v in trainable.items()
@@ -845,14 +812,6 @@ class Learner:
         """The observation normalisers after taking in a rollout's raw observations `[T, N, ...]`."""
         until = self.cfg.runner.normalizer_until
         return {k: update_normalizer(normalizers[k], obs[k], until, self.axis_name) for k in normalizers}
-
-    def optimizer_steps(self) -> int:
-        """Optimiser steps per update (the step index the parameter checks report)."""
-        alg = self.cfg.algorithm
-        if isinstance(self.update_rule, PPOUpdate):
-            return alg.num_learning_epochs * alg.num_mini_batches
-        total = alg.num_learning_epochs * self.cfg.runner.num_steps_per_env
-        return total // self.update_rule.gradient_length
 
     def metric_sections(self) -> dict[str, str]:
         """TensorBoard section of each scalar this learner logs (rsl_rl's names for the core)."""
