@@ -24,9 +24,9 @@ from strl_jax.configs import ConfigError, resolve_config
 from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
 from strl_jax.envs import symmetry as mirrors
 from strl_jax.envs.playground_components import component_layout, component_slices
-from strl_jax.networks.normalizer import NormalizerState
+from strl_jax.networks.normalizer import NormalizerState, normalize_groups
 from strl_jax.networks.policy import make_policy_model
-from strl_jax.train_loops.learner import POLICY, Learner, normalize_groups
+from strl_jax.train_loops.learner import POLICY, Learner
 from strl_jax.train_loops.runner import train
 from strl_jax.train_loops.torch_checkpoints import rsl_rl_state_dicts
 from strl_jax.train_loops.update_rules import PPOUpdate

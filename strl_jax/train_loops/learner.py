@@ -1,11 +1,12 @@
 """One jit-compiled learner iteration: rollout, returns and the whole update, no host round-trip.
 
-The learner is PPO's core (acting, value bootstrap, returns, clipped surrogate and value losses,
-adaptive KL) plus a tuple of parts (`agents.parts`): it calls each part's hooks in order and
-never names one. `update_rule` (`train_loops.update_rules`) is the optimisation, `PPOUpdate`
-(minibatch epochs over the rollout) or `BehaviorCloningUpdate` (rsl_rl Distillation's truncated
-BPTT); the learner calls its `update` without asking which it is. Which update and which parts
-an algorithm uses is `agents.algorithms.ALGORITHMS`; `train_loops.learners` builds them.
+The learner is PPO's core (returns, minibatches, adaptive KL; the rollout and its sources are
+`train_loops.rollout`, the loss `agents.ppo.ppo_loss`) plus a tuple of parts (`agents.parts`): it
+calls each part's hooks in order and never names one. `update_rule` (`train_loops.update_rules`)
+is the optimisation, `PPOUpdate` (minibatch epochs over the rollout) or `BehaviorCloningUpdate`
+(rsl_rl Distillation's truncated BPTT); the learner calls its `update` without asking which it
+is. Which update and which parts an algorithm uses is `agents.algorithms.ALGORITHMS`;
+`train_loops.learners` builds them.
 
 The runner executes `init` and `iteration` per device under `shard_map` (`train_loops.devices`):
 with `axis_name` set, `env` is the device's share of the envs and every reduction over envs
@@ -26,7 +27,7 @@ from flax import struct
 
 from strl_jax.agents.distillation import DistillationBatch, bptt_update, step_order
 from strl_jax.agents.lr_schedulers import LrScheduler
-from strl_jax.agents.parts import EnvStep, InitContext, Part, StepContext, UpdateContext
+from strl_jax.agents.parts import InitContext, Part, UpdateContext
 from strl_jax.agents.ppo import (
     POLICY,
     MinibatchInputs,
@@ -35,47 +36,29 @@ from strl_jax.agents.ppo import (
     adaptive_learning_rate,
     ppo_loss,
 )
-from strl_jax.buffers.gae import bootstrap_timeouts, compute_gae, normalize_advantages
+from strl_jax.buffers.gae import compute_gae, normalize_advantages
 from strl_jax.buffers.history import RolloutHistory, empty_history, with_history
 from strl_jax.buffers.minibatch import merge_time_env, minibatch_indices
 from strl_jax.buffers.rollout_dataset import (
-    DATASET_LABELS,
     DatasetArrays,
-    advance,
-    envs_used_up,
     init_cursor,
     pretrain_settings,
-    step_index,
 )
 from strl_jax.buffers.transitions import Transition
-from strl_jax.collectives import env_keys, global_env_ids, pmean, psum
+from strl_jax.collectives import global_env_ids, pmean, psum
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.vec_env import VecEnv
-from strl_jax.masked_rows import reserved_rows, where_rows
 from strl_jax.networks.acting import Actor
 from strl_jax.networks.actor_critic import clamp_std
-from strl_jax.networks.gaussian import gaussian_log_prob
-from strl_jax.networks.normalizer import init_normalizer, normalize, update_normalizer
+from strl_jax.networks.normalizer import init_normalizer, normalize_groups, update_normalizer
 from strl_jax.networks.policy import PolicyModel, reset_hidden_groups
 from strl_jax.train_loops.evaluation import deterministic_episodes
+from strl_jax.train_loops.rollout import DatasetSource, EnvSource, RolloutSource, rollout
 from strl_jax.train_loops.state import RolloutState, TrainState
 from strl_jax.train_loops.update_rules import UpdateRule
 
 RESAMPLE_STREAM = 0x5E5A  # folded into a minibatch's key for `hidden_state_resample_prob`
 ENTROPY_STREAM = 0xE7A0  # ... for the entropy estimate of a squashed distribution
-
-
-def timeout_rows(num_envs: int, episode_length: int) -> int:
-    """Critic rows per chunk of time-out bootstraps: four times the time-outs of a step when
-    episodes are spread evenly over their length, at least 16 (more take several chunks)."""
-    return reserved_rows(num_envs, 4 / episode_length)
-
-
-def normalize_groups(normalizers: dict, obs: dict, enabled: bool) -> dict:
-    """Normalise each observation group with its own statistics (identity when disabled)."""
-    if not enabled:
-        return obs
-    return {k: normalize(normalizers[k], v) if k in normalizers else v for k, v in obs.items()}
 
 
 def finite(tree: Any) -> jax.Array:
@@ -234,130 +217,6 @@ class Learner:
         nobs = normalize_groups(normalizers, obs, self.normalize_obs)
         return self.model.value(params, nobs, hidden)
 
-    def timeout_values(self, params, normalizers, final_obs, hidden, truncated: jax.Array) -> jax.Array:
-        """V(final observation) of the envs whose episode was truncated this step, 0 elsewhere.
-
-        Only those values enter the returns (`bootstrap_timeouts`), and time-outs are rare (about
-        `N / episode_length` a step when episodes are spread out): the critic sees only the
-        truncated envs' rows (`where_rows`), not a second pass over every env.
-        """
-        n = truncated.shape[0]
-        return where_rows(
-            truncated,
-            lambda args: self.critic_value(params, normalizers, *args),
-            (final_obs, hidden),
-            jnp.zeros((n,), jnp.float32),
-            timeout_rows(n, self.env.episode_length),
-            in_axes=(0, 1),  # recurrent memories are [layers, N, hidden]
-        )
-
-    def step_keys(self, keys: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
-        """`(sampling keys [N], {part: [k, N] keys})`: per-env keys split for the parts that draw,
-        and under `POLICY` for the policy's own draws (estimator replacement masks)."""
-        wanted = [(p.name, p.step_keys) for p in self.parts if p.step_keys]
-        if self.model.draws_anything:
-            wanted.append((POLICY, 1))
-        if not wanted:
-            return keys, {}
-        split = jax.vmap(jax.random.split, (0, None), 1)(keys, 1 + sum(k for _, k in wanted))
-        out, start = {}, 1
-        for name, k in wanted:
-            out[name] = split[start : start + k]
-            start += k
-        return split[0], out
-
-    def rollout_step(self, train_state: TrainState, rs: RolloutState, step_key: jax.Array):
-        """One vmapped env step: `(rollout state', transition, step sums)`."""
-        cfg = self.cfg
-        params, normalizers = train_state.params, train_state.normalizers
-        env_ids = self.env_ids()
-        keys = env_keys(step_key, env_ids)  # per env: the same draws on any number of devices
-        sample_keys, part_keys = self.step_keys(keys)
-        draws = self.model.draw(part_keys[POLICY][0]) if POLICY in part_keys else {}
-        mean, std, hidden, estimates = self.actor.forward(params, normalizers, rs.obs, rs.hidden, draws)
-        critic_obs = normalize_groups(normalizers, self.policy_groups(rs.obs), self.normalize_obs)
-        values, hidden = self.model.value_and_hidden(params, critic_obs, hidden)
-        ctx = StepContext(
-            obs=rs.obs,
-            mean=mean,
-            std=std,
-            step_key=step_key,
-            env_ids=env_ids,
-            iteration=train_state.iteration,
-            estimates=self.actor.raw_estimates(normalizers, estimates),
-            axis_name=self.axis_name,
-        )
-        # st_rl's DeterministicPolicyMixin executes the mean (parts such as TPPO may still replace it)
-        dist = self.model.action_dist
-        raw = mean if self.model.deterministic else jax.vmap(dist.sample)(sample_keys, mean, std)
-        actions = dist.postprocess(raw)
-        acted = {}
-        for p in self.parts:
-            name = p.name
-            actions, acted[name] = p.act(
-                train_state.parts[name], rs.parts[name], ctx, actions, part_keys.get(name)
-            )
-        env_state, res = self.env.step(rs.env_state, actions)
-        if cfg.algorithm.timeout_bootstrap == "final_obs":
-            # The critic's memory has seen obs_t; the final observation is its next input.
-            bootstrap_values = self.timeout_values(params, normalizers, res.final_obs, hidden, res.truncated)
-        elif cfg.algorithm.timeout_bootstrap == "rsl_rl":
-            bootstrap_values = values
-        else:  # "none": GAE masks the time-out step instead (`compute_gae`'s `masked`)
-            bootstrap_values = jnp.zeros_like(values)
-        done = res.terminated | res.truncated
-        env_step = EnvStep(obs=res.obs, final_obs=res.final_obs, reward=res.reward, done=done)
-        reward = res.reward * cfg.algorithm.reward_scale
-        rollout_parts, fields, part_sums = {}, {}, {}
-        for p in self.parts:
-            name = p.name
-            out = p.on_step(train_state.parts[name], rs.parts[name], ctx, env_step, reward, acted[name])
-            reward, rollout_parts[name], fields[name], part_sums[name] = (
-                out.reward,
-                out.rollout,
-                out.fields,
-                out.sums,
-            )
-        rewards = bootstrap_timeouts(reward, res.truncated, bootstrap_values, cfg.algorithm.gamma)
-        stored = raw if dist.squashed else actions  # what the update's log-probability reads
-        transition = Transition(
-            obs=self.policy_groups(rs.obs),
-            actions=stored,
-            log_prob=dist.log_prob(stored, mean, std),
-            mean=mean,
-            std=std,
-            values=values,
-            rewards=rewards,
-            dones=done.astype(jnp.float32),
-            truncated=res.truncated.astype(jnp.float32) if self.masks_timeouts else None,
-            draws=draws,
-            parts=fields,
-        )
-        ep_return = rs.episode_return + res.reward
-        ep_length = rs.episode_length + 1
-        ep_metrics = {k: rs.episode_metrics[k] + res.metrics[k] for k in rs.episode_metrics}
-        d = done.astype(jnp.float32)
-        sums = {
-            "episodes": d.sum(),
-            "return_sum": (ep_return * d).sum(),
-            "length_sum": (ep_length * d).sum(),
-            "reward_sum": res.reward.sum(),
-            "metrics": {k: (ep_metrics[k] / ep_length * d).sum() for k in ep_metrics},
-            "parts": part_sums,
-        }
-        rs = RolloutState(
-            env_state=env_state,
-            obs=res.obs,
-            episode_return=jnp.where(done, 0.0, ep_return),
-            episode_length=jnp.where(done, 0, ep_length),
-            episode_metrics={k: jnp.where(done, 0.0, v) for k, v in ep_metrics.items()},
-            hidden=reset_hidden_groups(hidden, done),
-            parts=rollout_parts,
-            history=rs.history,
-            dataset=rs.dataset,
-        )
-        return rs, transition, sums
-
     def start_episodes(self, rollout_state: RolloutState) -> RolloutState:
         """Every env in its first state, after `init_pending` and `refresh_pool` (`VecEnv.start`)."""
         env_state, obs = self.env.start(rollout_state.env_state)
@@ -369,25 +228,8 @@ class Learner:
         return rollout_state.replace(env_state=self.env.refresh_pool(rollout_state.env_state))
 
     def rollout(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
-        """`num_steps_per_env` vmapped env steps with the current policy, as a `lax.scan`.
-
-        Returns `(rollout state', transitions [T, N], sums over steps and devices)`; the parts
-        choose executed actions, shape rewards and store their fields in the transitions.
-        """
-        keys = jax.random.split(key, self.cfg.runner.num_steps_per_env)
-        step = functools.partial(self.rollout_step, train_state)
-        _, _, sums_shape = jax.eval_shape(step, rollout_state, keys[0])
-        sums0 = jax.tree.map(lambda _: jnp.zeros((), jnp.float32), sums_shape)
-
-        def body(carry, step_key):
-            rs, totals = carry
-            rs, transition, sums = step(rs, step_key)
-            return (rs, jax.tree.map(jnp.add, totals, sums)), transition
-
-        initial_hidden = rollout_state.hidden
-        (rollout_state, sums), transitions = jax.lax.scan(body, (rollout_state, sums0), keys)
-        sums = psum(sums, self.axis_name)  # sums over all devices' envs
-        return rollout_state, transitions.replace(initial_hidden=initial_hidden), sums
+        """The env rollout with the current policy (`train_loops.rollout.rollout`)."""
+        return rollout(self, train_state, rollout_state, key)
 
     # ---- PPO update --------------------------------------------------------------------
     @property
@@ -661,82 +503,23 @@ class Learner:
         optimiser step, the parameters after the update), the first optimiser step at which it
         was not finite, `NEVER` if it stayed finite; the host stops the run on any failure.
         """
-        return self.iterate(train_state, rollout_state, self.env_rollout)
+        return self.iterate(train_state, rollout_state, EnvSource(self))
 
     def pretrain_iteration(
         self, train_state: TrainState, rollout_state: RolloutState, dataset: DatasetArrays
     ):
         """An iteration whose rollout replays demonstration trajectories instead of stepping the
         env (st_rl's TwoStageRunner pretraining); the envs do not move."""
-        return self.iterate(train_state, rollout_state, functools.partial(self.dataset_rollout, dataset))
-
-    def env_rollout(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
-        """`rollout`, and what the last values bootstrap from: the env's observation and memory."""
-        rollout_state, transitions, sums = self.rollout(train_state, rollout_state, key)
-        return rollout_state, transitions, sums, (rollout_state.obs, rollout_state.hidden), {}
-
-    def dataset_rollout(
-        self, dataset: DatasetArrays, train_state: TrainState, rollout_state: RolloutState, key: jax.Array
-    ):
-        """`num_steps_per_env` replayed steps per virtual env: the dataset's observations, actions,
-        rewards and dones, with the current policy's values, log-probabilities, mean and std of
-        those actions (st_rl's `collect_transition_from_dataset`). Time-outs bootstrap from the
-        value of the last observation (the datasets hold no final observation)."""
-        del key  # nothing is drawn: the actions are the dataset's
-        alg = self.cfg.algorithm
-        params, normalizers = train_state.params, train_state.normalizers
-        hidden = self.model.initial_hidden(self.env.num_envs)
-
-        def step(cursor, _):
-            index = step_index(dataset, cursor)
-            obs = {k: v[index] for k, v in dataset.obs.items()}
-            mean, std, _, _ = self.actor.forward(params, normalizers, obs, hidden, {})
-            values = self.model.value(params, normalize_groups(normalizers, obs, self.normalize_obs), hidden)
-            actions, done = dataset.actions[index], dataset.dones[index]
-            reward = dataset.rewards[index]
-            truncated = (dataset.timeouts[index] * done) > 0
-            transition = Transition(
-                obs=obs,
-                actions=actions,
-                log_prob=gaussian_log_prob(actions, mean, std),
-                mean=mean,
-                std=std,
-                values=values,
-                rewards=bootstrap_timeouts(reward * alg.reward_scale, truncated, values, alg.gamma),
-                dones=done,
-                parts={DATASET_LABELS: {"action_labels": actions}} if self.pretrain_imitation else {},
-            )
-            sums = {
-                "episodes": done.sum(),
-                "return_sum": ((cursor.episode_return + reward) * done).sum(),
-                "length_sum": ((cursor.episode_length + 1) * done).sum(),
-                "reward_sum": reward.sum(),
-                "metrics": {},
-                "parts": {},
-            }
-            return advance(dataset, cursor, index, self.cfg.env.num_envs), (transition, sums)
-
-        cursor, (transitions, step_sums) = jax.lax.scan(
-            step, rollout_state.dataset, None, length=self.cfg.runner.num_steps_per_env
-        )
-        sums = psum(jax.tree.map(lambda x: x.sum(0), step_sums), self.axis_name)
-        rollout_state = rollout_state.replace(dataset=cursor)
-        last_obs = {k: v[step_index(dataset, cursor)] for k, v in dataset.obs.items()}
-        used_up = psum(envs_used_up(dataset, cursor), self.axis_name)
-        scalars = {
-            "dataset_used_up": (used_up >= self.cfg.env.num_envs).astype(jnp.float32),
-            "dataset_passes": pmean(jnp.mean(cursor.position / dataset.num_trajectories), self.axis_name),
-        }
-        return rollout_state, transitions.replace(initial_hidden=hidden), sums, (last_obs, hidden), scalars
+        return self.iterate(train_state, rollout_state, DatasetSource(self, dataset))
 
     @property
     def pretrain_imitation(self) -> float:
         """Weight of the pull of the action mean towards the dataset's actions while pretraining."""
         return float(pretrain_settings(self.cfg.runner.pretrain_dataset)["imitation_loss_coef"])
 
-    def iterate(self, train_state: TrainState, rollout_state: RolloutState, source):
-        """One iteration with the rollout `source(train_state, rollout_state, key)` ->
-        `(rollout state, transitions, sums, (obs, memory) to bootstrap from, extra scalars)`."""
+    def iterate(self, train_state: TrainState, rollout_state: RolloutState, source: RolloutSource):
+        """One iteration with the rollout `source` (`train_loops.rollout`): `(train state',
+        rollout state', metrics)`."""
         rule = self.update_rule
         update_key = None
         if rule.splits_key:
