@@ -1,10 +1,12 @@
 """Do two versions of strl_jax write the same metrics for the same seeds?
 
 A refactor of the learner must not change a single number. This script trains short, seeded runs
-of PPO, TPPO, APPO, Distillation and a recurrent PPO on the pendulum (with checkpoints, evaluation
-and, for the AMP run, a motion dataset) and writes each run's metrics.jsonl under `--out`; the
-teacher and the motion dataset come from `--assets`, made once (`prepare`) so both versions learn
-from the same files. `compare` then checks two such folders value by value, times aside.
+on the pendulum (with checkpoints and evaluation) of PPO, a recurrent PPO, TPPO, Distillation,
+APPO, ATPPO, EstimatorPPO, PPO with RND, PPO with symmetry augmentation and the mirror loss, a
+population of two members and two-stage training (pretraining on a dataset, then RL), and writes
+each run's metrics.jsonl under `--out` (a population: one per member). The teacher, the motion
+dataset and the pretraining dataset come from `--assets`, made once (`prepare`) so both versions
+learn from the same files. `compare` then checks two such folders value by value, times aside.
 
     python bench/metrics_identity.py prepare --assets /tmp/ident_assets
     python bench/metrics_identity.py run --assets /tmp/ident_assets --out /tmp/before
@@ -32,16 +34,21 @@ COMMON = [
     "runner.print_interval=1000",
     "seed=3",
 ]
+SMALL_MLP = ["policy.actor_hidden_dims=[32, 32]", "policy.critic_hidden_dims=[32, 32]"]
 SMALL_RNN = ["policy.rnn_hidden_size=16", "policy.actor_hidden_dims=[16]", "policy.critic_hidden_dims=[16]"]
 
 
 def runs(assets: Path) -> dict[str, tuple[str, list[str]]]:
     teacher = f"algorithm.teacher_policy.checkpoint={assets / 'teacher'}"
+    amp = [
+        f"algorithm.amp_motion_files=[{assets / 'demo'}]",
+        "env.amp_obs_components=[joint_pos,joint_vel]",
+        "policy.amp_discriminator.hidden_dims=[32, 32]",
+        "policy.amp_discriminator.task_reward_lerp=0.3",
+        "algorithm.amp_replay_buffer_size=1000",
+    ]
     return {
-        "ppo": (
-            "inverted_pendulum",
-            ["policy.actor_hidden_dims=[32, 32]", "policy.critic_hidden_dims=[32, 32]"],
-        ),
+        "ppo": ("inverted_pendulum", SMALL_MLP),
         "recurrent_ppo": ("inverted_pendulum_pomdp", [*SMALL_RNN, "policy.rnn_type=gru"]),
         "tppo": ("inverted_pendulum_student_tppo", [*SMALL_RNN, teacher, "algorithm.update_times_scale=3"]),
         "distillation": (
@@ -52,13 +59,47 @@ def runs(assets: Path) -> dict[str, tuple[str, list[str]]]:
             "inverted_pendulum",
             [
                 "algorithm.class_name=APPO",
-                f"algorithm.amp_motion_files=[{assets / 'demo'}]",
-                "env.amp_obs_components=[joint_pos,joint_vel]",
-                "policy.amp_discriminator.hidden_dims=[32, 32]",
-                "policy.amp_discriminator.task_reward_lerp=0.3",
+                *amp,
                 "algorithm.mimic_loss_coef=0.1",
                 "algorithm.dagger_loss_coef=0.1",
-                "algorithm.amp_replay_buffer_size=1000",
+            ],
+        ),
+        "atppo": (
+            "inverted_pendulum",
+            [*SMALL_MLP, "algorithm.class_name=ATPPO", *amp, teacher, "algorithm.teacher_act_prob=0.5"],
+        ),
+        "estimator_ppo": (
+            "inverted_pendulum_estimator",
+            [*SMALL_RNN, "policy.estimator_kwargs={hidden_sizes: [16], nonlinearity: elu}"],
+        ),
+        "rnd": (
+            "inverted_pendulum",
+            [
+                *SMALL_MLP,
+                "algorithm.rnd_cfg={weight: 0.5, num_outputs: 4, predictor_hidden_dims: [8], "
+                "target_hidden_dims: [8], state_normalization: true, reward_normalization: true, "
+                "learning_rate: 0.005, weight_schedule: {mode: linear, initial_step: 4, final_step: 2000, "
+                "final_value: 1.0}}",
+            ],
+        ),
+        "symmetry": (
+            "inverted_pendulum",
+            [
+                *SMALL_MLP,
+                "algorithm.symmetry_cfg={use_data_augmentation: true, use_mirror_loss: true, "
+                "mirror_loss_coeff: 0.5, data_augmentation_func: 'strl_jax.envs.symmetry:inverted_pendulum'}",
+            ],
+        ),
+        "population": (
+            "inverted_pendulum",
+            [*SMALL_MLP, "runner.num_seeds=2", "algorithm.schedule=fixed"],
+        ),
+        "two_stage": (
+            "inverted_pendulum_teacher",
+            [
+                *SMALL_MLP,
+                "runner.pretrain_iterations=3",
+                f"runner.pretrain_dataset={{data_dir: {assets / 'dataset'}, dataset_loops: -1}}",
             ],
         ),
     }
@@ -76,6 +117,10 @@ def prepare(assets: Path) -> None:
     train(cfg, assets / "teacher", verbose=False)
     args = [str(assets / "teacher"), "--out", str(assets / "demo"), "--num_envs", "8",
             "--min_timesteps", "400", "--amp_obs_components", "joint_pos,joint_vel"]  # fmt: skip
+    assert collect_main(args) == 0
+    args = [str(assets / "teacher"), "--out", str(assets / "dataset"), "--num_envs", "8",
+            "--min_timesteps", "800", "--sample_actions",
+            "--amp_obs_components", "joint_pos,joint_vel"]  # fmt: skip
     assert collect_main(args) == 0
 
 
@@ -104,11 +149,12 @@ def same(a, b) -> bool:
 
 def compare(before: Path, after: Path) -> int:
     failures = 0
-    for folder in sorted(p for p in before.iterdir() if (p / "metrics.jsonl").is_file()):
-        if not (after / folder.name / "metrics.jsonl").is_file():
-            print(f"{folder.name}: not run")
+    for path in sorted(before.rglob("metrics.jsonl")):  # a population: one file per member
+        name = str(path.parent.relative_to(before))
+        if not (after / name / "metrics.jsonl").is_file():
+            print(f"{name}: not run")
             continue
-        old, new = rows(folder / "metrics.jsonl"), rows(after / folder.name / "metrics.jsonl")
+        old, new = rows(path), rows(after / name / "metrics.jsonl")
         differ, added, missing = [], set(), set()
         for r_old, r_new in zip(old, new, strict=True):
             for key in r_old.keys() - set(TIME_KEYS):
@@ -119,7 +165,7 @@ def compare(before: Path, after: Path) -> int:
             added |= r_new.keys() - r_old.keys()
         verdict = "identical" if not differ and not missing and len(old) == len(new) else "DIFFERENT"
         failures += verdict != "identical"
-        print(f"{folder.name}: {len(old)} rows, {verdict}" + (f"; new keys {sorted(added)}" if added else ""))
+        print(f"{name}: {len(old)} rows, {verdict}" + (f"; new keys {sorted(added)}" if added else ""))
         for it, key, a, b in differ[:8]:
             print(f"    iteration {it} {key}: {a!r} -> {b!r}")
         if missing:

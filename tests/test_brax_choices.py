@@ -16,6 +16,7 @@ import pytest
 from brax.training.agents.ppo.losses import compute_gae as brax_compute_gae
 from tiny_config import tiny
 
+from strl_jax.agents.ppo import recomputed_advantages
 from strl_jax.buffers.gae import compute_gae, normalize_advantages
 from strl_jax.buffers.minibatch import minibatch_indices
 from strl_jax.buffers.transitions import Transition
@@ -310,7 +311,7 @@ def test_recomputed_advantages_follow_the_critic(estimator):
 
     def recomputed(params):
         values = learner.model.sequence(params, mb.obs, mb.hidden, mb.resets, mb.draws)[2]
-        return values, learner.recomputed_advantages(params, mb, values)
+        return values, recomputed_advantages(params, mb, values, learner.loss_settings)
 
     _, same = recomputed(ts.params)
     np.testing.assert_allclose(same.returns, mb.returns, rtol=1e-5, atol=1e-5)

@@ -20,12 +20,11 @@ from strl_jax.envs import make_env_from_config
 from strl_jax.export import load_jax_policy
 from strl_jax.export import main as export_main
 from strl_jax.inference import load_policy
-from strl_jax.networks.normalizer import init_normalizer, normalize
+from strl_jax.networks.normalizer import init_normalizer, normalize, normalize_groups
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.play import main as play_main
 from strl_jax.train import main as train_main
 from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR, open_manager, restore_checkpoint, save_checkpoint
-from strl_jax.train_loops.learner import normalize_groups
 from strl_jax.train_loops.learners import make_learner
 from strl_jax.train_loops.runner import train
 

@@ -15,8 +15,8 @@ from strl_jax.configs import resolve_config
 from strl_jax.envs import make_env_from_config
 from strl_jax.networks.actor_critic_recurrent import ActorCriticRecurrent
 from strl_jax.networks.gaussian import gaussian_log_prob
+from strl_jax.networks.normalizer import normalize_groups
 from strl_jax.networks.policy import PolicyModel
-from strl_jax.train_loops.learner import normalize_groups
 from strl_jax.train_loops.learners import make_learner
 
 T, B, D, H, L, A = 9, 6, 3, 5, 2, 2

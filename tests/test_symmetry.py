@@ -5,6 +5,7 @@ and a short training run."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 import jax
@@ -17,17 +18,18 @@ from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 from tiny_config import tiny
 
-from strl_jax.agents.ppo import PPOBatch, make_optimizer
+from strl_jax.agents.ppo import MinibatchInputs, PPOBatch, make_optimizer, ppo_loss
 from strl_jax.agents.symmetry import SymmetryEnv, SymmetryPart, copies
 from strl_jax.configs import ConfigError, resolve_config
 from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
 from strl_jax.envs import symmetry as mirrors
 from strl_jax.envs.playground_components import component_layout, component_slices
-from strl_jax.networks.normalizer import NormalizerState
+from strl_jax.networks.normalizer import NormalizerState, normalize_groups
 from strl_jax.networks.policy import make_policy_model
-from strl_jax.train_loops.learner import POLICY, Learner, PPOUpdate, normalize_groups
+from strl_jax.train_loops.learner import POLICY, Learner
 from strl_jax.train_loops.runner import train
 from strl_jax.train_loops.torch_checkpoints import rsl_rl_state_dicts
+from strl_jax.train_loops.update_rules import PPOUpdate
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 SIZES, ACT, ENVS, STEPS = {"policy": 5, "critic": 7}, 3, 8, 4
@@ -209,16 +211,21 @@ def strl_update(cfg, part, model, params, normalizers, stored):
         parts={"symmetry": {}},
         draws={},
     )
-    args = (jnp.zeros((), jnp.int32), {"symmetry": None}, {"symmetry": None}, None, None, normalizers)
-    grads, (losses, metrics, _, _) = jax.jit(jax.grad(learner.loss, has_aux=True))(
-        {POLICY: params}, batch, *args
+    inputs = MinibatchInputs(
+        batch=batch,
+        iteration=jnp.zeros((), jnp.int32),
+        train_parts={"symmetry": None},
+        part_inputs={"symmetry": None},
+        normalizers=normalizers,
     )
+    loss = functools.partial(ppo_loss, settings=learner.loss_settings)
+    grads, (losses, metrics, _, _) = jax.jit(jax.grad(loss, has_aux=True))({POLICY: params}, inputs)
     carry = (
         {POLICY: params},
         learner.optimizer.init({POLICY: params}),
         jnp.float32(cfg.algorithm.learning_rate),
     )
-    (_, _, lr), (step_metrics, _) = jax.jit(learner.minibatch_step)(carry, batch, *args)
+    (_, _, lr), (step_metrics, _) = jax.jit(learner.minibatch_step)(carry, inputs)
     return metrics | {"kl": step_metrics["kl"]}, grads[POLICY], float(lr)
 
 

@@ -3,6 +3,7 @@ loading checks, the rollout hook and rsl_rl's truncated-BPTT update, against ref
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -16,6 +17,7 @@ from strl_jax.agents.distillation import (
     behavior_loss,
     step_order,
 )
+from strl_jax.agents.ppo import MinibatchInputs, ppo_loss
 from strl_jax.agents.schedules import make_schedule
 from strl_jax.agents.tppo import distillation_loss, resample_mask
 from strl_jax.configs import ConfigError, config_to_dict, resolve_config
@@ -24,8 +26,8 @@ from strl_jax.networks.gaussian import gaussian_log_prob
 from strl_jax.networks.normalizer import init_normalizer, normalize
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR, open_manager, save_checkpoint
-from strl_jax.train_loops.learner import PPOUpdate
 from strl_jax.train_loops.learners import make_learner
+from strl_jax.train_loops.update_rules import PPOUpdate
 
 # ----------------------------------------------------------------------------- schedules
 
@@ -234,12 +236,16 @@ def test_dagger_has_only_the_distillation_term(tppo_rollout, teacher_dir):
     last_values = jnp.zeros(transitions.rewards.shape[1])
     batch, _ = learner.make_batch(ts, transitions, last_values)
     trainable = learner.trainable(ts.params, ts.parts)
-    inputs = {"teacher": None}
-    _, (losses, _, _, _) = jax.jit(learner.loss)(trainable, batch, ts.iteration, ts.parts, inputs)
+    inputs = MinibatchInputs(
+        batch=batch, iteration=ts.iteration, train_parts=ts.parts, part_inputs={"teacher": None}
+    )
+    loss = jax.jit(functools.partial(ppo_loss, settings=learner.loss_settings))
+    _, (losses, _, _, _) = loss(trainable, inputs)
     assert set(losses) == {"surrogate_loss", "value_loss", "entropy", "distillation_loss"}
     dagger = learner.replace(update_rule=PPOUpdate(ppo_terms=False))
     dagger_batch, _ = dagger.make_batch(ts, transitions, last_values)
-    total, (losses, _, _, _) = jax.jit(dagger.loss)(trainable, dagger_batch, ts.iteration, ts.parts, inputs)
+    dagger_loss = jax.jit(functools.partial(ppo_loss, settings=dagger.loss_settings))
+    total, (losses, _, _, _) = dagger_loss(trainable, inputs.replace(batch=dagger_batch))
     assert set(losses) == {"distillation_loss"}
     assert float(total) == pytest.approx(float(losses["distillation_loss"]))
 

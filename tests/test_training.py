@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 import jax
@@ -14,9 +15,10 @@ from strl_jax.configs import resolve_config
 from strl_jax.envs import make_env_from_config
 from strl_jax.networks.actor_critic import MIN_STD, clamp_std
 from strl_jax.networks.gaussian import gaussian_log_prob
-from strl_jax.train_loops.learner import normalize_groups, timeout_rows
+from strl_jax.networks.normalizer import normalize_groups
 from strl_jax.train_loops.learners import make_learner
 from strl_jax.train_loops.logging import TIME_KEYS
+from strl_jax.train_loops.rollout import timeout_rows, timeout_values
 from strl_jax.train_loops.runner import train
 
 TINY = [
@@ -123,7 +125,7 @@ def test_timeout_values_equal_the_critic_on_truncated_envs(task):
     hidden = jax.tree.map(lambda x: jax.random.normal(jax.random.fold_in(key, 1), x.shape), rs.hidden)
     normalizers = jax.tree.map(lambda x: x + 0.5, ts.normalizers)
     every = learner.critic_value(ts.params, normalizers, final_obs, hidden)
-    bootstrap = jax.jit(learner.timeout_values)
+    bootstrap = jax.jit(functools.partial(timeout_values, learner))
     for count in (0, 1, 3, 16, 17, 40, 64):
         truncated = jax.random.permutation(jax.random.fold_in(key, count), jnp.arange(64)) < count
         got = bootstrap(ts.params, normalizers, final_obs, hidden, truncated)

@@ -1,7 +1,11 @@
-"""PPO loss terms, the adaptive-KL learning rate and optimiser construction (st_rl semantics)."""
+"""PPO's loss (a pure function of the trainable parameters and one minibatch, as brax's
+`compute_ppo_loss`), its terms, the adaptive-KL learning rate and optimiser construction (st_rl
+semantics)."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -11,9 +15,14 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from strl_jax.agents.parts import AugmentContext, LossContext, Part
+from strl_jax.agents.tppo import distillation_loss
+from strl_jax.buffers.gae import compute_gae, normalize_advantages
 from strl_jax.buffers.minibatch import select_columns
+from strl_jax.buffers.rollout_dataset import DATASET_LABELS
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
+POLICY = "policy"  # the policy's key among the trainable parameters
 
 
 @struct.dataclass
@@ -57,6 +66,147 @@ class PPOBatch:
             hidden=select_columns(self.hidden, idx),
             **{f: select_columns(getattr(self, f), idx) for f in self.STEP_FIELDS},
         )
+
+
+@struct.dataclass
+class MinibatchInputs:
+    """Everything one minibatch's loss reads besides the trainable parameters."""
+
+    batch: PPOBatch
+    iteration: jax.Array  # completed iterations before this update
+    train_parts: dict  # the parts' train states before the update, by part name
+    part_inputs: dict  # each part's `minibatch_inputs`, by part name
+    units: Any = None  # the estimator stages' unit conversions under the normalisers
+    normalizers: dict | None = None  # what the batch's observations are normalised by (None: raw)
+    entropy_key: jax.Array | None = None  # the sample of a squashed distribution's entropy (brax's)
+    resample_key: jax.Array | None = None  # `hidden_state_resample_prob`'s draws (None: off)
+    resample_prob: float = struct.field(pytree_node=False, default=0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOLossSettings:
+    """What shapes the loss: the policy, the parts and the algorithm's settings (static)."""
+
+    model: Any  # networks.policy.PolicyModel
+    parts: tuple[Part, ...]
+    alg: Any  # configs.schema.AlgorithmConfig
+    ppo_terms: bool  # False: only the parts' terms (TPPO's `using_ppo: false`, DAgger)
+    gae_horizon: int  # steps per GAE segment when advantages are recomputed per minibatch
+    imitation_coef: float  # the pull towards a dataset's actions while pretraining on it
+    axis_name: str | None = None  # reduce over devices with this axis (None: one device)
+
+
+def ppo_loss(trainable: dict, inputs: MinibatchInputs, settings: PPOLossSettings):
+    """Weighted loss of one minibatch of `[T, B]` steps; aux: `(losses, metrics, mean, std)`.
+
+    PPO's terms (unless `ppo_terms` is off), then each part's, summed with st_rl's `<name>_coef`
+    weights. The parts' `augment` may append columns (rsl_rl's symmetry): the surrogate and value
+    terms average over all of them, the entropy and the returned `(mean, std)` (the KL) see the
+    original `B` (advantages are normalised per minibatch before augmenting, as in rsl_rl).
+    """
+    alg, model = settings.alg, settings.model
+    batch, train_parts, units = inputs.batch, inputs.train_parts, inputs.units
+    resample = None if inputs.resample_key is None else (inputs.resample_key, inputs.resample_prob)
+    per_minibatch = settings.ppo_terms and alg.normalize_advantage_per_mini_batch
+    if per_minibatch and not alg.recompute_advantages:
+        batch = batch.replace(advantages=normalize_advantages(batch.advantages, settings.axis_name))
+    originals = batch.actions.shape[1]
+    augment_ctx = AugmentContext(normalizers=inputs.normalizers or {})
+    for p in settings.parts:
+        batch = p.augment(train_parts[p.name], batch, augment_ctx)
+    mean, std, values, estimates = model.sequence(
+        trainable[POLICY], batch.obs, batch.hidden, batch.resets, batch.draws, units, resample
+    )
+    chex.assert_equal_shape([mean, std, batch.actions])
+    chex.assert_equal_shape([values, batch.returns])
+    if alg.recompute_advantages:
+        batch = recomputed_advantages(trainable[POLICY], batch, values, settings)
+    losses, coefs, metrics = {}, {}, {}
+    if settings.ppo_terms:
+        dist = model.action_dist
+        entropy = jnp.mean(dist.entropy(mean[:, :originals], std[:, :originals], inputs.entropy_key))
+        surrogate = surrogate_loss(
+            dist.log_prob(batch.actions, mean, std),
+            batch.old_log_prob,
+            batch.advantages,
+            alg.clip_param,
+        )
+        value = value_loss(
+            values, batch.old_values, batch.returns, alg.clip_param, alg.use_clipped_value_loss
+        )
+        losses = {"surrogate_loss": surrogate, "value_loss": value, "entropy": -entropy}
+        coefs = {
+            "surrogate_loss": alg.surrogate_loss_coef,
+            "value_loss": alg.value_loss_coef,
+            "entropy": alg.entropy_coef,
+        }
+        metrics = {"surrogate": surrogate, "value_function": value, "entropy": entropy}
+
+    def policy_mean(obs: dict) -> jax.Array:
+        copies = jax.tree.leaves(obs)[0].shape[1] // originals
+        fit = functools.partial(jax.tree.map, lambda x: jnp.concatenate([x[:, :originals]] * copies, 1))
+        return model.sequence(
+            trainable[POLICY], obs, batch.hidden, fit(batch.resets), fit(batch.draws), units, None
+        )[0]
+
+    ctx = LossContext(
+        batch=batch,
+        mean=mean,
+        std=std,
+        values=values,
+        iteration=inputs.iteration,
+        estimates=estimates,
+        originals=originals,
+        policy_mean=policy_mean,
+    )
+    for p in settings.parts:
+        part_losses, part_coefs, part_metrics = p.losses(
+            trainable.get(p.name), train_parts[p.name], ctx, inputs.part_inputs[p.name]
+        )
+        losses |= part_losses
+        coefs |= part_coefs
+        metrics |= part_metrics
+    if DATASET_LABELS in batch.parts:  # pretraining on a dataset: pull the mean to its actions
+        labels = batch.parts[DATASET_LABELS]["action_labels"]
+        imitation = distillation_loss(alg.distill_target, mean[:, :originals], std[:, :originals], labels)
+        losses["imitation_loss"], coefs["imitation_loss"] = imitation, settings.imitation_coef
+        metrics["imitation"] = imitation
+    return weighted_total(losses, coefs), (losses, metrics, mean[:, :originals], std[:, :originals])
+
+
+def recomputed_advantages(
+    params: Any, batch: PPOBatch, values: jax.Array, settings: PPOLossSettings
+) -> PPOBatch:
+    """brax's PPO: GAE over the minibatch's whole segments (`[1, segments * h]`, segment-major)
+    with the values of the critic being trained (no gradient through them) and V(s_{t+h}) of
+    each segment's next observation; the advantages normalised over the minibatch."""
+    alg = settings.alg
+    horizon = settings.gae_horizon
+    count = values.shape[1] // horizon
+
+    def segments(x: jax.Array) -> jax.Array:  # [1, count * h, ...] -> [h, count, ...]
+        return jnp.swapaxes(x.reshape((count, horizon) + x.shape[2:]), 0, 1)
+
+    def columns(x: jax.Array) -> jax.Array:  # the inverse
+        return jnp.swapaxes(x, 0, 1).reshape(1, -1)
+
+    inputs = jax.lax.stop_gradient(batch.gae_inputs)
+    last_obs = jax.tree.map(lambda x: segments(x)[-1], inputs["next_obs"])
+    last_values = jax.lax.stop_gradient(settings.model.value(params, last_obs, {}))
+    masked = inputs.get("masked")
+    advantages, returns = compute_gae(
+        segments(inputs["rewards"]),
+        segments(jax.lax.stop_gradient(values)),
+        segments(inputs["dones"]),
+        last_values,
+        alg.gamma,
+        alg.lam,
+        None,
+        None if masked is None else segments(masked),
+        alg.advantage_estimator,
+    )
+    advantages = normalize_advantages(columns(advantages), settings.axis_name)
+    return batch.replace(advantages=advantages, returns=columns(returns))
 
 
 def surrogate_loss(log_prob: jax.Array, old_log_prob: jax.Array, advantages: jax.Array, clip_param: float):

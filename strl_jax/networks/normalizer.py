@@ -65,6 +65,13 @@ def normalize(state: NormalizerState, x: jax.Array, eps: float = 1e-2) -> jax.Ar
     return (x - state.mean) / (jnp.sqrt(state.var) + eps)
 
 
+def normalize_groups(normalizers: dict, obs: dict, enabled: bool) -> dict:
+    """Normalise each observation group with its own statistics (identity when disabled)."""
+    if not enabled:
+        return obs
+    return {k: normalize(normalizers[k], v) if k in normalizers else v for k, v in obs.items()}
+
+
 def denormalize(state: NormalizerState, x: jax.Array, eps: float = 1e-2) -> jax.Array:
     """The raw observation `normalize` maps to `x` (for transforms defined on raw observations)."""
     chex.assert_axis_dimension(x, -1, state.mean.shape[-1])

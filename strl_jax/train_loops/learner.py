@@ -1,10 +1,12 @@
 """One jit-compiled learner iteration: rollout, returns and the whole update, no host round-trip.
 
-The learner is PPO's core (acting, value bootstrap, returns, clipped surrogate and value losses,
-adaptive KL) plus a tuple of parts (`agents.parts`): it calls each part's hooks in order and
-never names one. `update` picks the optimisation: `PPOUpdate` (minibatch epochs over the
-rollout) or `BehaviorCloningUpdate` (rsl_rl Distillation's truncated BPTT). Which update and
-which parts an algorithm uses is `agents.algorithms.ALGORITHMS`; `train_loops.learners` builds them.
+The learner is PPO's core (returns, minibatches, adaptive KL; the rollout and its sources are
+`train_loops.rollout`, the loss `agents.ppo.ppo_loss`) plus a tuple of parts (`agents.parts`): it
+calls each part's hooks in order and never names one. `update_rule` (`train_loops.update_rules`)
+is the optimisation, `PPOUpdate` (minibatch epochs over the rollout) or `BehaviorCloningUpdate`
+(rsl_rl Distillation's truncated BPTT); the learner calls its `update` without asking which it
+is. Which update and which parts an algorithm uses is `agents.algorithms.ALGORITHMS`;
+`train_loops.learners` builds them.
 
 The runner executes `init` and `iteration` per device under `shard_map` (`train_loops.devices`):
 with `axis_name` set, `env` is the device's share of the envs and every reduction over envs
@@ -13,7 +15,6 @@ with `axis_name` set, `env` is the device's share of the envs and every reductio
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any
 
@@ -26,92 +27,44 @@ from flax import struct
 
 from strl_jax.agents.distillation import DistillationBatch, bptt_update, step_order
 from strl_jax.agents.lr_schedulers import LrScheduler
-from strl_jax.agents.parts import (
-    AugmentContext,
-    EnvStep,
-    InitContext,
-    LossContext,
-    Part,
-    StepContext,
-    UpdateContext,
-)
+from strl_jax.agents.parts import InitContext, Part, UpdateContext
 from strl_jax.agents.ppo import (
+    POLICY,
+    MinibatchInputs,
     PPOBatch,
+    PPOLossSettings,
     adaptive_learning_rate,
-    surrogate_loss,
-    value_loss,
-    weighted_total,
+    ppo_loss,
 )
-from strl_jax.agents.tppo import distillation_loss
-from strl_jax.buffers.gae import bootstrap_timeouts, compute_gae, normalize_advantages
+from strl_jax.buffers.gae import compute_gae, normalize_advantages
 from strl_jax.buffers.history import RolloutHistory, empty_history, with_history
 from strl_jax.buffers.minibatch import merge_time_env, minibatch_indices
 from strl_jax.buffers.rollout_dataset import (
-    DATASET_LABELS,
     DatasetArrays,
-    advance,
-    envs_used_up,
     init_cursor,
     pretrain_settings,
-    step_index,
 )
 from strl_jax.buffers.transitions import Transition
-from strl_jax.collectives import env_keys, global_env_ids, pmean, psum
+from strl_jax.collectives import global_env_ids, pmean, psum
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.vec_env import VecEnv
-from strl_jax.masked_rows import reserved_rows, where_rows
 from strl_jax.networks.acting import Actor
 from strl_jax.networks.actor_critic import clamp_std
-from strl_jax.networks.gaussian import gaussian_log_prob
-from strl_jax.networks.normalizer import init_normalizer, normalize, update_normalizer
+from strl_jax.networks.normalizer import init_normalizer, normalize_groups, update_normalizer
 from strl_jax.networks.policy import PolicyModel, reset_hidden_groups
 from strl_jax.train_loops.evaluation import deterministic_episodes
+from strl_jax.train_loops.rollout import DatasetSource, EnvSource, RolloutSource, rollout
 from strl_jax.train_loops.state import RolloutState, TrainState
+from strl_jax.train_loops.update_rules import UpdateRule
 
-POLICY = "policy"  # the policy's key among the trainable parameters
 RESAMPLE_STREAM = 0x5E5A  # folded into a minibatch's key for `hidden_state_resample_prob`
 ENTROPY_STREAM = 0xE7A0  # ... for the entropy estimate of a squashed distribution
-
-
-def timeout_rows(num_envs: int, episode_length: int) -> int:
-    """Critic rows per chunk of time-out bootstraps: four times the time-outs of a step when
-    episodes are spread evenly over their length, at least 16 (more take several chunks)."""
-    return reserved_rows(num_envs, 4 / episode_length)
-
-
-def normalize_groups(normalizers: dict, obs: dict, enabled: bool) -> dict:
-    """Normalise each observation group with its own statistics (identity when disabled)."""
-    if not enabled:
-        return obs
-    return {k: normalize(normalizers[k], v) if k in normalizers else v for k, v in obs.items()}
 
 
 def finite(tree: Any) -> jax.Array:
     """True when every element of every leaf is finite (a scalar bool)."""
     leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
-
-
-@dataclasses.dataclass(frozen=True)
-class PPOUpdate:
-    """GAE, then `num_learning_epochs` x `num_mini_batches` clipped steps with the adaptive lr.
-
-    `ppo_terms=False` (TPPO's `using_ppo: false`, DAgger) keeps only the parts' loss terms.
-    """
-
-    ppo_terms: bool = True
-    splits_key: bool = True  # the update draws minibatch orders (one more split of the run key)
-
-
-@dataclasses.dataclass(frozen=True)
-class BehaviorCloningUpdate:
-    """rsl_rl Distillation: epochs over the rollout in time order, a step every `gradient_length`
-    steps, towards the `action_labels` that the part `labels_from` stores."""
-
-    labels_from: str
-    loss_type: str
-    gradient_length: int
-    splits_key: bool = False
 
 
 @struct.dataclass
@@ -123,7 +76,7 @@ class Learner:
     actor: Actor = struct.field(pytree_node=False)
     cfg: TrainConfig = struct.field(pytree_node=False)
     optimizer: optax.GradientTransformation = struct.field(pytree_node=False)
-    update_rule: PPOUpdate | BehaviorCloningUpdate = struct.field(pytree_node=False)
+    update_rule: UpdateRule = struct.field(pytree_node=False)
     parts: tuple[Part, ...] = struct.field(pytree_node=False, default=())
     # The mesh axis the envs are sharded over (inside `shard_map`); `env` then holds this
     # device's share of the envs. None: no collectives (one device, unit tests).
@@ -264,130 +217,6 @@ class Learner:
         nobs = normalize_groups(normalizers, obs, self.normalize_obs)
         return self.model.value(params, nobs, hidden)
 
-    def timeout_values(self, params, normalizers, final_obs, hidden, truncated: jax.Array) -> jax.Array:
-        """V(final observation) of the envs whose episode was truncated this step, 0 elsewhere.
-
-        Only those values enter the returns (`bootstrap_timeouts`), and time-outs are rare (about
-        `N / episode_length` a step when episodes are spread out): the critic sees only the
-        truncated envs' rows (`where_rows`), not a second pass over every env.
-        """
-        n = truncated.shape[0]
-        return where_rows(
-            truncated,
-            lambda args: self.critic_value(params, normalizers, *args),
-            (final_obs, hidden),
-            jnp.zeros((n,), jnp.float32),
-            timeout_rows(n, self.env.episode_length),
-            in_axes=(0, 1),  # recurrent memories are [layers, N, hidden]
-        )
-
-    def step_keys(self, keys: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
-        """`(sampling keys [N], {part: [k, N] keys})`: per-env keys split for the parts that draw,
-        and under `POLICY` for the policy's own draws (estimator replacement masks)."""
-        wanted = [(p.name, p.step_keys) for p in self.parts if p.step_keys]
-        if self.model.draws_anything:
-            wanted.append((POLICY, 1))
-        if not wanted:
-            return keys, {}
-        split = jax.vmap(jax.random.split, (0, None), 1)(keys, 1 + sum(k for _, k in wanted))
-        out, start = {}, 1
-        for name, k in wanted:
-            out[name] = split[start : start + k]
-            start += k
-        return split[0], out
-
-    def rollout_step(self, train_state: TrainState, rs: RolloutState, step_key: jax.Array):
-        """One vmapped env step: `(rollout state', transition, step sums)`."""
-        cfg = self.cfg
-        params, normalizers = train_state.params, train_state.normalizers
-        env_ids = self.env_ids()
-        keys = env_keys(step_key, env_ids)  # per env: the same draws on any number of devices
-        sample_keys, part_keys = self.step_keys(keys)
-        draws = self.model.draw(part_keys[POLICY][0]) if POLICY in part_keys else {}
-        mean, std, hidden, estimates = self.actor.forward(params, normalizers, rs.obs, rs.hidden, draws)
-        critic_obs = normalize_groups(normalizers, self.policy_groups(rs.obs), self.normalize_obs)
-        values, hidden = self.model.value_and_hidden(params, critic_obs, hidden)
-        ctx = StepContext(
-            obs=rs.obs,
-            mean=mean,
-            std=std,
-            step_key=step_key,
-            env_ids=env_ids,
-            iteration=train_state.iteration,
-            estimates=self.actor.raw_estimates(normalizers, estimates),
-            axis_name=self.axis_name,
-        )
-        # st_rl's DeterministicPolicyMixin executes the mean (parts such as TPPO may still replace it)
-        dist = self.model.action_dist
-        raw = mean if self.model.deterministic else jax.vmap(dist.sample)(sample_keys, mean, std)
-        actions = dist.postprocess(raw)
-        acted = {}
-        for p in self.parts:
-            name = p.name
-            actions, acted[name] = p.act(
-                train_state.parts[name], rs.parts[name], ctx, actions, part_keys.get(name)
-            )
-        env_state, res = self.env.step(rs.env_state, actions)
-        if cfg.algorithm.timeout_bootstrap == "final_obs":
-            # The critic's memory has seen obs_t; the final observation is its next input.
-            bootstrap_values = self.timeout_values(params, normalizers, res.final_obs, hidden, res.truncated)
-        elif cfg.algorithm.timeout_bootstrap == "rsl_rl":
-            bootstrap_values = values
-        else:  # "none": GAE masks the time-out step instead (`compute_gae`'s `masked`)
-            bootstrap_values = jnp.zeros_like(values)
-        done = res.terminated | res.truncated
-        env_step = EnvStep(obs=res.obs, final_obs=res.final_obs, reward=res.reward, done=done)
-        reward = res.reward * cfg.algorithm.reward_scale
-        rollout_parts, fields, part_sums = {}, {}, {}
-        for p in self.parts:
-            name = p.name
-            out = p.on_step(train_state.parts[name], rs.parts[name], ctx, env_step, reward, acted[name])
-            reward, rollout_parts[name], fields[name], part_sums[name] = (
-                out.reward,
-                out.rollout,
-                out.fields,
-                out.sums,
-            )
-        rewards = bootstrap_timeouts(reward, res.truncated, bootstrap_values, cfg.algorithm.gamma)
-        stored = raw if dist.squashed else actions  # what the update's log-probability reads
-        transition = Transition(
-            obs=self.policy_groups(rs.obs),
-            actions=stored,
-            log_prob=dist.log_prob(stored, mean, std),
-            mean=mean,
-            std=std,
-            values=values,
-            rewards=rewards,
-            dones=done.astype(jnp.float32),
-            truncated=res.truncated.astype(jnp.float32) if self.masks_timeouts else None,
-            draws=draws,
-            parts=fields,
-        )
-        ep_return = rs.episode_return + res.reward
-        ep_length = rs.episode_length + 1
-        ep_metrics = {k: rs.episode_metrics[k] + res.metrics[k] for k in rs.episode_metrics}
-        d = done.astype(jnp.float32)
-        sums = {
-            "episodes": d.sum(),
-            "return_sum": (ep_return * d).sum(),
-            "length_sum": (ep_length * d).sum(),
-            "reward_sum": res.reward.sum(),
-            "metrics": {k: (ep_metrics[k] / ep_length * d).sum() for k in ep_metrics},
-            "parts": part_sums,
-        }
-        rs = RolloutState(
-            env_state=env_state,
-            obs=res.obs,
-            episode_return=jnp.where(done, 0.0, ep_return),
-            episode_length=jnp.where(done, 0, ep_length),
-            episode_metrics={k: jnp.where(done, 0.0, v) for k, v in ep_metrics.items()},
-            hidden=reset_hidden_groups(hidden, done),
-            parts=rollout_parts,
-            history=rs.history,
-            dataset=rs.dataset,
-        )
-        return rs, transition, sums
-
     def start_episodes(self, rollout_state: RolloutState) -> RolloutState:
         """Every env in its first state, after `init_pending` and `refresh_pool` (`VecEnv.start`)."""
         env_state, obs = self.env.start(rollout_state.env_state)
@@ -399,127 +228,24 @@ class Learner:
         return rollout_state.replace(env_state=self.env.refresh_pool(rollout_state.env_state))
 
     def rollout(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
-        """`num_steps_per_env` vmapped env steps with the current policy, as a `lax.scan`.
-
-        Returns `(rollout state', transitions [T, N], sums over steps and devices)`; the parts
-        choose executed actions, shape rewards and store their fields in the transitions.
-        """
-        keys = jax.random.split(key, self.cfg.runner.num_steps_per_env)
-        step = functools.partial(self.rollout_step, train_state)
-        _, _, sums_shape = jax.eval_shape(step, rollout_state, keys[0])
-        sums0 = jax.tree.map(lambda _: jnp.zeros((), jnp.float32), sums_shape)
-
-        def body(carry, step_key):
-            rs, totals = carry
-            rs, transition, sums = step(rs, step_key)
-            return (rs, jax.tree.map(jnp.add, totals, sums)), transition
-
-        initial_hidden = rollout_state.hidden
-        (rollout_state, sums), transitions = jax.lax.scan(body, (rollout_state, sums0), keys)
-        sums = psum(sums, self.axis_name)  # sums over all devices' envs
-        return rollout_state, transitions.replace(initial_hidden=initial_hidden), sums
+        """The env rollout with the current policy (`train_loops.rollout.rollout`)."""
+        return rollout(self, train_state, rollout_state, key)
 
     # ---- PPO update --------------------------------------------------------------------
-    def loss(
-        self,
-        trainable: dict,
-        batch: PPOBatch,
-        iteration: jax.Array,
-        train_parts: dict,
-        inputs: dict,
-        units=None,
-        resample=None,
-        normalizers=None,
-        entropy_key=None,
-    ):
-        """Weighted loss of one minibatch of `[T, B]` steps; aux: `(losses, metrics, mean, std)`.
-
-        PPO's terms (unless the update drops them), then each part's, summed with st_rl's
-        `<name>_coef` weights. `units`: the estimator stages' conversions under the normalisers.
-        The parts' `augment` may append columns (rsl_rl's symmetry): the surrogate and value terms
-        average over all of them, the entropy and the returned `(mean, std)` (the KL) see the
-        original `B` (advantages are normalised per minibatch before augmenting, as in rsl_rl).
-        `entropy_key`: the sample of a squashed distribution's entropy estimate (brax's).
-        """
-        alg = self.cfg.algorithm
-        per_minibatch = self.update_rule.ppo_terms and alg.normalize_advantage_per_mini_batch
-        if per_minibatch and not alg.recompute_advantages:
-            batch = batch.replace(advantages=normalize_advantages(batch.advantages, self.axis_name))
-        originals = batch.actions.shape[1]
-        augment_ctx = AugmentContext(normalizers=normalizers or {})
-        for p in self.parts:
-            batch = p.augment(train_parts[p.name], batch, augment_ctx)
-        mean, std, values, estimates = self.model.sequence(
-            trainable[POLICY], batch.obs, batch.hidden, batch.resets, batch.draws, units, resample
+    @property
+    def loss_settings(self) -> PPOLossSettings:
+        """The static side of `agents.ppo.ppo_loss` for this learner."""
+        return PPOLossSettings(
+            model=self.model,
+            parts=self.parts,
+            alg=self.cfg.algorithm,
+            ppo_terms=self.update_rule.ppo_terms,
+            gae_horizon=self.cfg.algorithm.gae_horizon or self.cfg.runner.num_steps_per_env,
+            imitation_coef=self.pretrain_imitation if self.cfg.runner.pretrain_iterations > 0 else 0.0,
+            axis_name=self.axis_name,
         )
-        chex.assert_equal_shape([mean, std, batch.actions])
-        chex.assert_equal_shape([values, batch.returns])
-        if alg.recompute_advantages:
-            batch = self.recomputed_advantages(trainable[POLICY], batch, values)
-        losses, coefs, metrics = {}, {}, {}
-        if self.update_rule.ppo_terms:
-            dist = self.model.action_dist
-            entropy = jnp.mean(dist.entropy(mean[:, :originals], std[:, :originals], entropy_key))
-            surrogate = surrogate_loss(
-                dist.log_prob(batch.actions, mean, std),
-                batch.old_log_prob,
-                batch.advantages,
-                alg.clip_param,
-            )
-            value = value_loss(
-                values, batch.old_values, batch.returns, alg.clip_param, alg.use_clipped_value_loss
-            )
-            losses = {"surrogate_loss": surrogate, "value_loss": value, "entropy": -entropy}
-            coefs = {
-                "surrogate_loss": alg.surrogate_loss_coef,
-                "value_loss": alg.value_loss_coef,
-                "entropy": alg.entropy_coef,
-            }
-            metrics = {"surrogate": surrogate, "value_function": value, "entropy": entropy}
 
-        def policy_mean(obs: dict) -> jax.Array:
-            copies = jax.tree.leaves(obs)[0].shape[1] // originals
-            fit = functools.partial(jax.tree.map, lambda x: jnp.concatenate([x[:, :originals]] * copies, 1))
-            return self.model.sequence(
-                trainable[POLICY], obs, batch.hidden, fit(batch.resets), fit(batch.draws), units, None
-            )[0]
-
-        ctx = LossContext(
-            batch=batch,
-            mean=mean,
-            std=std,
-            values=values,
-            iteration=iteration,
-            estimates=estimates,
-            originals=originals,
-            policy_mean=policy_mean,
-        )
-        for p in self.parts:
-            part_losses, part_coefs, part_metrics = p.losses(
-                trainable.get(p.name), train_parts[p.name], ctx, inputs[p.name]
-            )
-            losses |= part_losses
-            coefs |= part_coefs
-            metrics |= part_metrics
-        if DATASET_LABELS in batch.parts:  # pretraining on a dataset: pull the mean to its actions
-            labels = batch.parts[DATASET_LABELS]["action_labels"]
-            imitation = distillation_loss(alg.distill_target, mean[:, :originals], std[:, :originals], labels)
-            losses["imitation_loss"], coefs["imitation_loss"] = imitation, self.pretrain_imitation
-            metrics["imitation"] = imitation
-        return weighted_total(losses, coefs), (losses, metrics, mean[:, :originals], std[:, :originals])
-
-    def minibatch_step(
-        self,
-        carry,
-        batch: PPOBatch,
-        iteration: jax.Array,
-        train_parts: dict,
-        inputs: dict,
-        units=None,
-        resample=None,
-        normalizers=None,
-        entropy_key=None,
-    ):
+    def minibatch_step(self, carry, inputs: MinibatchInputs):
         """Adaptive lr from the KL to the acting policy, then one clipped optimiser step.
 
         Gradients, KL and loss terms are averaged over devices (equal shares of the minibatch),
@@ -527,9 +253,9 @@ class Learner:
         """
         trainable, opt_state, lr = carry
         alg = self.cfg.algorithm
-        grads, (losses, metrics, mean, std) = jax.grad(self.loss, has_aux=True)(
-            trainable, batch, iteration, train_parts, inputs, units, resample, normalizers, entropy_key
-        )
+        loss = functools.partial(ppo_loss, settings=self.loss_settings)
+        grads, (losses, metrics, mean, std) = jax.grad(loss, has_aux=True)(trainable, inputs)
+        batch = inputs.batch
         kl = self.model.action_dist.kl(batch.old_mean, batch.old_std, mean, std, alg.kl_epsilon)
         kl_mean = jnp.mean(kl)
         grads, kl_mean, losses, metrics = pmean((grads, kl_mean, losses, metrics), self.axis_name)
@@ -544,38 +270,6 @@ class Learner:
             **{check_name(2, f"gradient of {k}"): finite(g) for k, g in grads.items()},
         }
         return (trainable, opt_state, lr), ({**metrics, "kl": kl_mean, "learning_rate": lr}, checks)
-
-    def recomputed_advantages(self, params: Any, batch: PPOBatch, values: jax.Array) -> PPOBatch:
-        """brax's PPO: GAE over the minibatch's whole segments (`[1, segments * h]`, segment-major)
-        with the values of the critic being trained (no gradient through them) and V(s_{t+h}) of
-        each segment's next observation; the advantages normalised over the minibatch."""
-        alg = self.cfg.algorithm
-        horizon = alg.gae_horizon or self.cfg.runner.num_steps_per_env
-        count = values.shape[1] // horizon
-
-        def segments(x: jax.Array) -> jax.Array:  # [1, count * h, ...] -> [h, count, ...]
-            return jnp.swapaxes(x.reshape((count, horizon) + x.shape[2:]), 0, 1)
-
-        def columns(x: jax.Array) -> jax.Array:  # the inverse
-            return jnp.swapaxes(x, 0, 1).reshape(1, -1)
-
-        inputs = jax.lax.stop_gradient(batch.gae_inputs)
-        last_obs = jax.tree.map(lambda x: segments(x)[-1], inputs["next_obs"])
-        last_values = jax.lax.stop_gradient(self.model.value(params, last_obs, {}))
-        masked = inputs.get("masked")
-        advantages, returns = compute_gae(
-            segments(inputs["rewards"]),
-            segments(jax.lax.stop_gradient(values)),
-            segments(inputs["dones"]),
-            last_values,
-            alg.gamma,
-            alg.lam,
-            None,
-            None if masked is None else segments(masked),
-            alg.advantage_estimator,
-        )
-        advantages = normalize_advantages(columns(advantages), self.axis_name)
-        return batch.replace(advantages=advantages, returns=columns(returns))
 
     def make_batch(
         self,
@@ -696,21 +390,19 @@ class Learner:
                 )
                 for p in self.parts
             }
-            resample = None
-            if resample_prob > 0:
-                resample = (jax.random.fold_in(part_key, RESAMPLE_STREAM), resample_prob)
             selected = batch.select_columns(idx)
-            core, (metrics, checks) = self.minibatch_step(
-                core,
-                selected,
-                iteration,
-                train_state.parts,
-                inputs,
-                units,
-                resample,
-                train_state.normalizers if self.normalize_obs else None,
-                jax.random.fold_in(part_key, ENTROPY_STREAM),
+            minibatch_inputs = MinibatchInputs(
+                batch=selected,
+                iteration=iteration,
+                train_parts=train_state.parts,
+                part_inputs=inputs,
+                units=units,
+                normalizers=train_state.normalizers if self.normalize_obs else None,
+                entropy_key=jax.random.fold_in(part_key, ENTROPY_STREAM),
+                resample_key=jax.random.fold_in(part_key, RESAMPLE_STREAM) if resample_prob > 0 else None,
+                resample_prob=resample_prob,
             )
+            core, (metrics, checks) = self.minibatch_step(core, minibatch_inputs)
             own, own_metrics = self.own_updates(own, selected, ctx)
             checks |= {check_name(1, f"loss term {k}"): jnp.isfinite(v) for k, v in own_metrics.items()}
             return (core, own), ({**metrics, **own_metrics}, checks)
@@ -811,83 +503,25 @@ class Learner:
         optimiser step, the parameters after the update), the first optimiser step at which it
         was not finite, `NEVER` if it stayed finite; the host stops the run on any failure.
         """
-        return self.iterate(train_state, rollout_state, self.env_rollout)
+        return self.iterate(train_state, rollout_state, EnvSource(self))
 
     def pretrain_iteration(
         self, train_state: TrainState, rollout_state: RolloutState, dataset: DatasetArrays
     ):
         """An iteration whose rollout replays demonstration trajectories instead of stepping the
         env (st_rl's TwoStageRunner pretraining); the envs do not move."""
-        return self.iterate(train_state, rollout_state, functools.partial(self.dataset_rollout, dataset))
-
-    def env_rollout(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
-        """`rollout`, and what the last values bootstrap from: the env's observation and memory."""
-        rollout_state, transitions, sums = self.rollout(train_state, rollout_state, key)
-        return rollout_state, transitions, sums, (rollout_state.obs, rollout_state.hidden), {}
-
-    def dataset_rollout(
-        self, dataset: DatasetArrays, train_state: TrainState, rollout_state: RolloutState, key: jax.Array
-    ):
-        """`num_steps_per_env` replayed steps per virtual env: the dataset's observations, actions,
-        rewards and dones, with the current policy's values, log-probabilities, mean and std of
-        those actions (st_rl's `collect_transition_from_dataset`). Time-outs bootstrap from the
-        value of the last observation (the datasets hold no final observation)."""
-        del key  # nothing is drawn: the actions are the dataset's
-        alg = self.cfg.algorithm
-        params, normalizers = train_state.params, train_state.normalizers
-        hidden = self.model.initial_hidden(self.env.num_envs)
-
-        def step(cursor, _):
-            index = step_index(dataset, cursor)
-            obs = {k: v[index] for k, v in dataset.obs.items()}
-            mean, std, _, _ = self.actor.forward(params, normalizers, obs, hidden, {})
-            values = self.model.value(params, normalize_groups(normalizers, obs, self.normalize_obs), hidden)
-            actions, done = dataset.actions[index], dataset.dones[index]
-            reward = dataset.rewards[index]
-            truncated = (dataset.timeouts[index] * done) > 0
-            transition = Transition(
-                obs=obs,
-                actions=actions,
-                log_prob=gaussian_log_prob(actions, mean, std),
-                mean=mean,
-                std=std,
-                values=values,
-                rewards=bootstrap_timeouts(reward * alg.reward_scale, truncated, values, alg.gamma),
-                dones=done,
-                parts={DATASET_LABELS: {"action_labels": actions}} if self.pretrain_imitation else {},
-            )
-            sums = {
-                "episodes": done.sum(),
-                "return_sum": ((cursor.episode_return + reward) * done).sum(),
-                "length_sum": ((cursor.episode_length + 1) * done).sum(),
-                "reward_sum": reward.sum(),
-                "metrics": {},
-                "parts": {},
-            }
-            return advance(dataset, cursor, index, self.cfg.env.num_envs), (transition, sums)
-
-        cursor, (transitions, step_sums) = jax.lax.scan(
-            step, rollout_state.dataset, None, length=self.cfg.runner.num_steps_per_env
-        )
-        sums = psum(jax.tree.map(lambda x: x.sum(0), step_sums), self.axis_name)
-        rollout_state = rollout_state.replace(dataset=cursor)
-        last_obs = {k: v[step_index(dataset, cursor)] for k, v in dataset.obs.items()}
-        used_up = psum(envs_used_up(dataset, cursor), self.axis_name)
-        scalars = {
-            "dataset_used_up": (used_up >= self.cfg.env.num_envs).astype(jnp.float32),
-            "dataset_passes": pmean(jnp.mean(cursor.position / dataset.num_trajectories), self.axis_name),
-        }
-        return rollout_state, transitions.replace(initial_hidden=hidden), sums, (last_obs, hidden), scalars
+        return self.iterate(train_state, rollout_state, DatasetSource(self, dataset))
 
     @property
     def pretrain_imitation(self) -> float:
         """Weight of the pull of the action mean towards the dataset's actions while pretraining."""
         return float(pretrain_settings(self.cfg.runner.pretrain_dataset)["imitation_loss_coef"])
 
-    def iterate(self, train_state: TrainState, rollout_state: RolloutState, source):
-        """One iteration with the rollout `source(train_state, rollout_state, key)` ->
-        `(rollout state, transitions, sums, (obs, memory) to bootstrap from, extra scalars)`."""
+    def iterate(self, train_state: TrainState, rollout_state: RolloutState, source: RolloutSource):
+        """One iteration with the rollout `source` (`train_loops.rollout`): `(train state',
+        rollout state', metrics)`."""
         rule = self.update_rule
+        update_key = None
         if rule.splits_key:
             key, rollout_key, update_key = jax.random.split(train_state.key, 3)
         else:
@@ -910,22 +544,9 @@ class Learner:
             train_state = train_state.replace(
                 normalizers=self.absorb(train_state.normalizers, transitions.obs)
             )
-        if isinstance(rule, PPOUpdate):
-            last_values = self.critic_value(
-                train_state.params, train_state.normalizers, last_obs, last_hidden
-            )
-            update, history = self.ppo_update(
-                train_state,
-                rollout_parts,
-                transitions,
-                last_values,
-                update_key,
-                rollout_state.history,
-                bootstrap_obs=last_obs,
-            )
-            rollout_state = rollout_state.replace(history=history)
-        else:
-            update = self.cloning_update(train_state, transitions)
+        update, rollout_state = rule.update(
+            self, train_state, rollout_state, transitions, (last_obs, last_hidden), update_key
+        )
         trainable, opt_state, lr, update_metrics, checks, train_parts = update
         if self.lr_scheduler is not None:
             lr = self.lr_scheduler.step(lr, train_state.iteration + 1)
@@ -961,7 +582,7 @@ class Learner:
             "learning_rate": lr,
             "mean_noise_std": pmean(jnp.mean(transitions.std[-1]), self.axis_name),
         }
-        after = jnp.asarray(self.optimizer_steps(), jnp.int32)  # the parameters the update left
+        after = jnp.asarray(rule.optimizer_steps(self.cfg), jnp.int32)  # the parameters the update left
         checks |= {
             check_name(3, f"parameters of {k}"): jnp.where(finite(v), NEVER, after)
             for k, v in trainable.items()
@@ -974,14 +595,6 @@ class Learner:
         """The observation normalisers after taking in a rollout's raw observations `[T, N, ...]`."""
         until = self.cfg.runner.normalizer_until
         return {k: update_normalizer(normalizers[k], obs[k], until, self.axis_name) for k in normalizers}
-
-    def optimizer_steps(self) -> int:
-        """Optimiser steps per update (the step index the parameter checks report)."""
-        alg = self.cfg.algorithm
-        if isinstance(self.update_rule, PPOUpdate):
-            return alg.num_learning_epochs * alg.num_mini_batches
-        total = alg.num_learning_epochs * self.cfg.runner.num_steps_per_env
-        return total // self.update_rule.gradient_length
 
     def metric_sections(self) -> dict[str, str]:
         """TensorBoard section of each scalar this learner logs (rsl_rl's names for the core)."""

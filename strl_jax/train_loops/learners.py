@@ -29,8 +29,9 @@ from strl_jax.errors import ConfigError
 from strl_jax.networks.acting import make_actor
 from strl_jax.networks.latents import latent_source
 from strl_jax.networks.policy import PolicyModel, make_policy_model
-from strl_jax.train_loops.learner import POLICY, BehaviorCloningUpdate, Learner, PPOUpdate
+from strl_jax.train_loops.learner import POLICY, Learner
 from strl_jax.train_loops.teachers import load_teacher
+from strl_jax.train_loops.update_rules import BehaviorCloningUpdate, PPOUpdate
 
 
 def teacher_part(env: VecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> TeacherPart:

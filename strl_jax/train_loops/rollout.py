@@ -1,0 +1,289 @@
+"""The rollout: what one iteration learns from, behind a small source interface.
+
+A rollout source is called as `source(train_state, rollout_state, key)` and returns
+`(rollout state', transitions [T, N], sums over steps and devices, (obs, memory) the last values
+bootstrap from, extra scalars)`. `EnvSource` steps the vmapped envs with the current policy
+(`rollout`, one `rollout_step` per env step, time-outs bootstrapped from `timeout_values`);
+`DatasetSource` replays demonstration trajectories instead (st_rl's TwoStageRunner pretraining).
+Both run inside the learner's compiled iteration; `learner` is the static `Learner` they serve.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any, Protocol
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from strl_jax.agents.parts import EnvStep, StepContext
+from strl_jax.agents.ppo import POLICY
+from strl_jax.buffers.gae import bootstrap_timeouts
+from strl_jax.buffers.rollout_dataset import DATASET_LABELS, DatasetArrays, advance, envs_used_up, step_index
+from strl_jax.buffers.transitions import Transition
+from strl_jax.collectives import env_keys, pmean, psum
+from strl_jax.masked_rows import reserved_rows, where_rows
+from strl_jax.networks.gaussian import gaussian_log_prob
+from strl_jax.networks.normalizer import normalize_groups
+from strl_jax.networks.policy import reset_hidden_groups
+from strl_jax.train_loops.state import RolloutState, TrainState
+
+if TYPE_CHECKING:
+    from strl_jax.train_loops.learner import Learner
+
+# `(rollout state', transitions, sums, (obs, memory) to bootstrap from, extra scalars)`
+RolloutOutput = tuple[RolloutState, Transition, dict, tuple[dict, Any], dict]
+
+
+class RolloutSource(Protocol):
+    """Where an iteration's transitions come from."""
+
+    def __call__(
+        self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array
+    ) -> RolloutOutput: ...
+
+
+@struct.dataclass
+class EnvSource:
+    """The envs, stepped with the current policy."""
+
+    learner: Learner = struct.field(pytree_node=False)
+
+    def __call__(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array) -> RolloutOutput:
+        return env_rollout(self.learner, train_state, rollout_state, key)
+
+
+@struct.dataclass
+class DatasetSource:
+    """Demonstration trajectories replayed as rollouts; the envs do not move."""
+
+    learner: Learner = struct.field(pytree_node=False)
+    dataset: DatasetArrays
+
+    def __call__(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array) -> RolloutOutput:
+        return dataset_rollout(self.learner, self.dataset, train_state, rollout_state, key)
+
+
+def timeout_rows(num_envs: int, episode_length: int) -> int:
+    """Critic rows per chunk of time-out bootstraps: four times the time-outs of a step when
+    episodes are spread evenly over their length, at least 16 (more take several chunks)."""
+    return reserved_rows(num_envs, 4 / episode_length)
+
+
+def timeout_values(
+    learner: Learner, params, normalizers, final_obs, hidden, truncated: jax.Array
+) -> jax.Array:
+    """V(final observation) of the envs whose episode was truncated this step, 0 elsewhere.
+
+    Only those values enter the returns (`bootstrap_timeouts`), and time-outs are rare (about
+    `N / episode_length` a step when episodes are spread out): the critic sees only the
+    truncated envs' rows (`where_rows`), not a second pass over every env.
+    """
+    n = truncated.shape[0]
+    return where_rows(
+        truncated,
+        lambda args: learner.critic_value(params, normalizers, *args),
+        (final_obs, hidden),
+        jnp.zeros((n,), jnp.float32),
+        timeout_rows(n, learner.env.episode_length),
+        in_axes=(0, 1),  # recurrent memories are [layers, N, hidden]
+    )
+
+
+def step_keys(learner: Learner, keys: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """`(sampling keys [N], {part: [k, N] keys})`: per-env keys split for the parts that draw,
+    and under `POLICY` for the policy's own draws (estimator replacement masks)."""
+    wanted = [(p.name, p.step_keys) for p in learner.parts if p.step_keys]
+    if learner.model.draws_anything:
+        wanted.append((POLICY, 1))
+    if not wanted:
+        return keys, {}
+    split = jax.vmap(jax.random.split, (0, None), 1)(keys, 1 + sum(k for _, k in wanted))
+    out, start = {}, 1
+    for name, k in wanted:
+        out[name] = split[start : start + k]
+        start += k
+    return split[0], out
+
+
+def rollout_step(learner: Learner, train_state: TrainState, rs: RolloutState, step_key: jax.Array):
+    """One vmapped env step: `(rollout state', transition, step sums)`."""
+    cfg = learner.cfg
+    params, normalizers = train_state.params, train_state.normalizers
+    env_ids = learner.env_ids()
+    keys = env_keys(step_key, env_ids)  # per env: the same draws on any number of devices
+    sample_keys, part_keys = step_keys(learner, keys)
+    draws = learner.model.draw(part_keys[POLICY][0]) if POLICY in part_keys else {}
+    mean, std, hidden, estimates = learner.actor.forward(params, normalizers, rs.obs, rs.hidden, draws)
+    critic_obs = normalize_groups(normalizers, learner.policy_groups(rs.obs), learner.normalize_obs)
+    values, hidden = learner.model.value_and_hidden(params, critic_obs, hidden)
+    ctx = StepContext(
+        obs=rs.obs,
+        mean=mean,
+        std=std,
+        step_key=step_key,
+        env_ids=env_ids,
+        iteration=train_state.iteration,
+        estimates=learner.actor.raw_estimates(normalizers, estimates),
+        axis_name=learner.axis_name,
+    )
+    # st_rl's DeterministicPolicyMixin executes the mean (parts such as TPPO may still replace it)
+    dist = learner.model.action_dist
+    raw = mean if learner.model.deterministic else jax.vmap(dist.sample)(sample_keys, mean, std)
+    actions = dist.postprocess(raw)
+    acted = {}
+    for p in learner.parts:
+        name = p.name
+        actions, acted[name] = p.act(
+            train_state.parts[name], rs.parts[name], ctx, actions, part_keys.get(name)
+        )
+    env_state, res = learner.env.step(rs.env_state, actions)
+    if cfg.algorithm.timeout_bootstrap == "final_obs":
+        # The critic's memory has seen obs_t; the final observation is its next input.
+        bootstrap_values = timeout_values(learner, params, normalizers, res.final_obs, hidden, res.truncated)
+    elif cfg.algorithm.timeout_bootstrap == "rsl_rl":
+        bootstrap_values = values
+    else:  # "none": GAE masks the time-out step instead (`compute_gae`'s `masked`)
+        bootstrap_values = jnp.zeros_like(values)
+    done = res.terminated | res.truncated
+    env_step = EnvStep(obs=res.obs, final_obs=res.final_obs, reward=res.reward, done=done)
+    reward = res.reward * cfg.algorithm.reward_scale
+    rollout_parts, fields, part_sums = {}, {}, {}
+    for p in learner.parts:
+        name = p.name
+        out = p.on_step(train_state.parts[name], rs.parts[name], ctx, env_step, reward, acted[name])
+        reward, rollout_parts[name], fields[name], part_sums[name] = (
+            out.reward,
+            out.rollout,
+            out.fields,
+            out.sums,
+        )
+    rewards = bootstrap_timeouts(reward, res.truncated, bootstrap_values, cfg.algorithm.gamma)
+    stored = raw if dist.squashed else actions  # what the update's log-probability reads
+    transition = Transition(
+        obs=learner.policy_groups(rs.obs),
+        actions=stored,
+        log_prob=dist.log_prob(stored, mean, std),
+        mean=mean,
+        std=std,
+        values=values,
+        rewards=rewards,
+        dones=done.astype(jnp.float32),
+        truncated=res.truncated.astype(jnp.float32) if learner.masks_timeouts else None,
+        draws=draws,
+        parts=fields,
+    )
+    ep_return = rs.episode_return + res.reward
+    ep_length = rs.episode_length + 1
+    ep_metrics = {k: rs.episode_metrics[k] + res.metrics[k] for k in rs.episode_metrics}
+    d = done.astype(jnp.float32)
+    sums = {
+        "episodes": d.sum(),
+        "return_sum": (ep_return * d).sum(),
+        "length_sum": (ep_length * d).sum(),
+        "reward_sum": res.reward.sum(),
+        "metrics": {k: (ep_metrics[k] / ep_length * d).sum() for k in ep_metrics},
+        "parts": part_sums,
+    }
+    rs = RolloutState(
+        env_state=env_state,
+        obs=res.obs,
+        episode_return=jnp.where(done, 0.0, ep_return),
+        episode_length=jnp.where(done, 0, ep_length),
+        episode_metrics={k: jnp.where(done, 0.0, v) for k, v in ep_metrics.items()},
+        hidden=reset_hidden_groups(hidden, done),
+        parts=rollout_parts,
+        history=rs.history,
+        dataset=rs.dataset,
+    )
+    return rs, transition, sums
+
+
+def rollout(learner: Learner, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
+    """`num_steps_per_env` vmapped env steps with the current policy, as a `lax.scan`.
+
+    Returns `(rollout state', transitions [T, N], sums over steps and devices)`; the parts
+    choose executed actions, shape rewards and store their fields in the transitions.
+    """
+    keys = jax.random.split(key, learner.cfg.runner.num_steps_per_env)
+    step = functools.partial(rollout_step, learner, train_state)
+    _, _, sums_shape = jax.eval_shape(step, rollout_state, keys[0])
+    sums0 = jax.tree.map(lambda _: jnp.zeros((), jnp.float32), sums_shape)
+
+    def body(carry, step_key):
+        rs, totals = carry
+        rs, transition, sums = step(rs, step_key)
+        return (rs, jax.tree.map(jnp.add, totals, sums)), transition
+
+    initial_hidden = rollout_state.hidden
+    (rollout_state, sums), transitions = jax.lax.scan(body, (rollout_state, sums0), keys)
+    sums = psum(sums, learner.axis_name)  # sums over all devices' envs
+    return rollout_state, transitions.replace(initial_hidden=initial_hidden), sums
+
+
+def env_rollout(learner: Learner, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
+    """`rollout`, and what the last values bootstrap from: the env's observation and memory."""
+    rollout_state, transitions, sums = rollout(learner, train_state, rollout_state, key)
+    return rollout_state, transitions, sums, (rollout_state.obs, rollout_state.hidden), {}
+
+
+def dataset_rollout(
+    learner: Learner,
+    dataset: DatasetArrays,
+    train_state: TrainState,
+    rollout_state: RolloutState,
+    key: jax.Array,
+):
+    """`num_steps_per_env` replayed steps per virtual env: the dataset's observations, actions,
+    rewards and dones, with the current policy's values, log-probabilities, mean and std of
+    those actions (st_rl's `collect_transition_from_dataset`). Time-outs bootstrap from the
+    value of the last observation (the datasets hold no final observation)."""
+    del key  # nothing is drawn: the actions are the dataset's
+    alg = learner.cfg.algorithm
+    params, normalizers = train_state.params, train_state.normalizers
+    hidden = learner.model.initial_hidden(learner.env.num_envs)
+
+    def step(cursor, _):
+        index = step_index(dataset, cursor)
+        obs = {k: v[index] for k, v in dataset.obs.items()}
+        mean, std, _, _ = learner.actor.forward(params, normalizers, obs, hidden, {})
+        values = learner.model.value(
+            params, normalize_groups(normalizers, obs, learner.normalize_obs), hidden
+        )
+        actions, done = dataset.actions[index], dataset.dones[index]
+        reward = dataset.rewards[index]
+        truncated = (dataset.timeouts[index] * done) > 0
+        transition = Transition(
+            obs=obs,
+            actions=actions,
+            log_prob=gaussian_log_prob(actions, mean, std),
+            mean=mean,
+            std=std,
+            values=values,
+            rewards=bootstrap_timeouts(reward * alg.reward_scale, truncated, values, alg.gamma),
+            dones=done,
+            parts={DATASET_LABELS: {"action_labels": actions}} if learner.pretrain_imitation else {},
+        )
+        sums = {
+            "episodes": done.sum(),
+            "return_sum": ((cursor.episode_return + reward) * done).sum(),
+            "length_sum": ((cursor.episode_length + 1) * done).sum(),
+            "reward_sum": reward.sum(),
+            "metrics": {},
+            "parts": {},
+        }
+        return advance(dataset, cursor, index, learner.cfg.env.num_envs), (transition, sums)
+
+    cursor, (transitions, step_sums) = jax.lax.scan(
+        step, rollout_state.dataset, None, length=learner.cfg.runner.num_steps_per_env
+    )
+    sums = psum(jax.tree.map(lambda x: x.sum(0), step_sums), learner.axis_name)
+    rollout_state = rollout_state.replace(dataset=cursor)
+    last_obs = {k: v[step_index(dataset, cursor)] for k, v in dataset.obs.items()}
+    used_up = psum(envs_used_up(dataset, cursor), learner.axis_name)
+    scalars = {
+        "dataset_used_up": (used_up >= learner.cfg.env.num_envs).astype(jnp.float32),
+        "dataset_passes": pmean(jnp.mean(cursor.position / dataset.num_trajectories), learner.axis_name),
+    }
+    return rollout_state, transitions.replace(initial_hidden=hidden), sums, (last_obs, hidden), scalars
