@@ -94,7 +94,7 @@ DEFAULT_PRESET = "Go1JoystickFlatTerrain_cpu"
 # strl_jax's runner.max_iterations: high enough that the time limit ends every run.
 MAX_ITERATIONS = 1_000_000
 # An upper bound of the peer's env steps per second, for its env-step budget (brax needs one): the
-# time limit ends the run long before.
+# time limit ends the run long before (on a GPU, raise it with --peer-max-sps).
 PEER_MAX_SPS = 200_000
 # --smoke: whatever is not given explicitly (the strl_jax preset gets env.num_envs=32 first).
 SMOKE = dict(
@@ -416,7 +416,7 @@ def peer_plan(args: argparse.Namespace, seed: int, num_envs: int) -> dict:
     reset_every = brax_schedule(pub)["reset_every_env_steps"]
     period = max(1, round(reset_every / per_env)) if reset_every else 1  # training steps
     steps = steps_per_training_step(resized)
-    periods = math.ceil(limit_s * PEER_MAX_SPS / (period * steps))
+    periods = math.ceil(limit_s * args.peer_max_sps / (period * steps))
     kw, schedule = bench_settings(pub, num_envs, periods * period * steps, periods + 1, 1, True, {})
     kw.update(seed=seed, run_evals=False)
     return {
@@ -463,7 +463,10 @@ def train(record: dict, out: Path) -> None:
 
 
 def evaluate(record: dict, args: argparse.Namespace, out: Path) -> None:
-    """One run's evaluation worker, after its training."""
+    """One run's evaluation worker, after its training (or after a kill cut its training short:
+    the checkpoints its run folder lists)."""
+    if not record.get("checkpoints") and record.get("run_dir"):
+        record["checkpoints"] = read_checkpoints(record["run_dir"])
     if not record.get("checkpoints"):
         record["evals"], record["eval_error"] = [], "no checkpoints"
         return
@@ -755,6 +758,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--peer-minutes", type=float, default=None, help="wall minutes per peer run (default 2 x --minutes)"
     )
+    p.add_argument(
+        "--peer-max-sps",
+        type=float,
+        default=PEER_MAX_SPS,
+        help="an upper bound of the peer's env steps/s, for brax's step budget (default 200,000)",
+    )
+    p.add_argument(
+        "--no-eval",
+        action="store_true",
+        help="train only; evaluate later with --eval-only (e.g. on another machine, same --out path)",
+    )
     p.add_argument("--eval-envs", type=int, default=None, help="evaluation envs (default 32)")
     p.add_argument(
         "--episode-length", type=int, default=None, help="evaluation episode length (default 1000)"
@@ -802,7 +816,10 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     info = {"machine": machine_info(), "args": {k: v for k, v in vars(args).items() if k != "worker_args"}}
     if args.eval_only:
-        records = json.loads((out / "runs.json").read_text())["runs"]
+        saved = json.loads((out / "runs.json").read_text())
+        records = saved["runs"]
+        # the training machine stays on record; this one only evaluates
+        info = {**info, "machine": saved.get("machine", info["machine"]), "eval_machine": info["machine"]}
         for record in records:
             evaluate(record, args, out)
             write_outputs(out, info, records, args)
@@ -818,10 +835,13 @@ def main(argv: list[str] | None = None) -> int:
         records = []
         for plan in plans:
             records.append(plan)
+            plan["run_dir"] = str(out / "runs" / plan["label"])
+            write_outputs(out, info, records, args)  # a kill during training keeps the run on record
             train(plan, out)
             write_outputs(out, info, records, args)
-            evaluate(plan, args, out)
-            write_outputs(out, info, records, args)
+            if not args.no_eval:
+                evaluate(plan, args, out)
+                write_outputs(out, info, records, args)
     text = write_outputs(out, info, records, args)
     print("\n" + text + f"\n\nwritten to {out} (runs.json, summary.md, go1_walk.png)")
     failed = any("error" in r.get("train", {}) or r.get("eval_error") for r in records)

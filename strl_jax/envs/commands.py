@@ -81,7 +81,7 @@ class HeldCommandEnv:
     """A single env whose command stays `command`; everything else is the wrapped env's."""
 
     env: Any
-    command: tuple[float, ...]
+    command: jax.Array
 
     def __getattr__(self, name: str) -> Any:
         if name == "env":  # not yet set (e.g. while copying): no recursion
@@ -89,7 +89,7 @@ class HeldCommandEnv:
         return getattr(self.env, name)
 
     def hold(self, state: Any) -> Any:
-        return state.replace(info=hold_in_info(state.info, jnp.asarray(self.command)))
+        return state.replace(info=hold_in_info(state.info, self.command))
 
     def reset(self, key: jax.Array) -> Any:
         return self.hold(self.env.reset(key))
@@ -98,11 +98,16 @@ class HeldCommandEnv:
         return self.hold(self.env.step(state, action))
 
 
-def with_command(env: VecEnv, command: Sequence[float]) -> VecEnv:
+def with_command(env: VecEnv, command: Sequence[float] | jax.Array) -> VecEnv:
     """`env` in which every env follows `command` for the whole episode, from its first
-    observation on. A task without a joystick command is refused by name (ConfigError)."""
-    command = tuple(float(c) for c in command)
-    entries = command_entries(env, len(command))
+    observation on. A task without a joystick command is refused by name (ConfigError).
+
+    `command` may be traced: one compiled program then serves every command (e.g. vmapped over
+    a batch of commands)."""
+    command = jnp.asarray(command, jnp.float32)
+    if command.ndim != 1:
+        raise ConfigError(f"a held command is one vector (vx, vy, yaw rate), got shape {command.shape}")
+    entries = command_entries(env, command.shape[0])
     inner = env.observe
 
     def observe(state: Any) -> dict[str, jax.Array]:
