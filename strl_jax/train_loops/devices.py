@@ -167,6 +167,7 @@ def shard_programs(axis: MemberAxis, template: Any, cfg: TrainConfig, mesh: Mesh
         def each(values: dict, *args: Any) -> Any:
             return getattr(axis(values).shard(local_env, ENV_AXIS), method)(*args)
 
+        each.__name__ = each.__qualname__ = method  # names the compiled program (profiles)
         return axis.lift(each, in_axes)
 
     def sharded(fn, in_specs, out_specs):
