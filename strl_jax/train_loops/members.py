@@ -40,7 +40,7 @@ class Roster:
     """Who runs: each member's config and folder name under the run's folder ("": the run's own
     folder, a plain run), and the swept fields."""
 
-    members: list[TrainConfig]
+    configs: list[TrainConfig]
     names: list[str]
     paths: list[str]
     population: bool  # its members write folders of their own and stop alone
@@ -95,7 +95,7 @@ def open_members(
         raise CheckpointError(f"{str(log_dir)!r} is not a population run (no {POPULATION_FILE})")
     status = read_member_status(log_dir, run.names) if resume else [RUNNING] * len(run.names)
     members = []
-    for name, member_cfg, member_status, trial in zip(run.names, run.members, status, trials, strict=True):
+    for name, member_cfg, member_status, trial in zip(run.names, run.configs, status, trials, strict=True):
         member_dir = log_dir / name
         if resume and not (member_dir / CHECKPOINT_DIR).is_dir():
             raise CheckpointError(f"no checkpoints to resume from in {str(member_dir)!r}")

@@ -194,7 +194,7 @@ def member_view(tree: Any, index: int) -> Any:
 # ---------------------------------------------------------------------------- population.json
 def write_population_file(log_dir: Path, roster: Any, status: list[str]) -> None:
     """Members (of `roster`, a population's `members.Roster`), their settings and status."""
-    names, members, paths = roster.names, roster.members, roster.paths
+    names, members, paths = roster.names, roster.configs, roster.paths
     data = {
         "members": [
             {

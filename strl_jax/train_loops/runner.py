@@ -209,7 +209,7 @@ def start_run(
     starts from (`train_loops.run_start`)."""
     programs = build_programs(cfg)
     run = roster(cfg)
-    trials = member_trials(trial, len(run.members))
+    trials = member_trials(trial, len(run.configs))
     log_dir.mkdir(parents=True, exist_ok=True)
     members = open_members(cfg, run, log_dir, resume, trials)
     try:
