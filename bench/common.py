@@ -231,8 +231,14 @@ def strl_worker(spec: dict) -> dict[str, Any]:
     spec: task (or preset), config_files (optional), overrides (dotted), log_dir, target (or null),
     time_limit_s (or null; checked at evaluations, or at every iteration when the run has no
     evaluation), stop_at_target.
+
+    The rows, their arrival times and the early stop come from a subclass of the runner's logger,
+    set for this call where the loop looks the class up: `train_loops.members.RunLogger`.
     """
+    from unittest import mock
+
     from strl_jax.configs.loader import config_to_dict, resolve_config
+    from strl_jax.train_loops import members as members_module
     from strl_jax.train_loops import runner as runner_module
     from strl_jax.train_loops.logging import RunLogger
 
@@ -264,10 +270,10 @@ def strl_worker(spec: dict) -> dict[str, Any]:
                 stop_reason = "time_limit"
                 raise StopRun
 
-    runner_module.RunLogger = BenchLogger
     call_time = time.time()
     try:
-        runner_module.train(cfg, log_dir=Path(spec["log_dir"]), verbose=False)
+        with mock.patch.object(members_module, "RunLogger", BenchLogger):
+            runner_module.train(cfg, log_dir=Path(spec["log_dir"]), verbose=False)
     except StopRun:
         pass
     total_s = time.time() - call_time

@@ -156,27 +156,31 @@ class WallClock:
 def strl_train_worker(spec: dict) -> dict:
     """strl_jax's preset through `common.strl_worker` (runner.train), checkpointing on the wall
     clock: the runner offers a checkpoint after every iteration (`runner.save_interval=1`) and
-    this keeps those on the cadence; after the one at the time limit the run stops."""
+    this keeps those on the cadence; after the one at the time limit the run stops. The runner's
+    loop looks its checkpoint function up as `train_loops.runner.save_members`; it is set to the
+    clock's for this call."""
+    from unittest import mock
+
     from strl_jax.train_loops import runner as runner_module
 
     clock = WallClock(spec["limit_s"], spec["checkpoint_s"])
     run_dir = Path(spec["log_dir"])
     save_members = runner_module.save_members
 
-    def save_on_the_clock(programs, members, train_state, rollout_state, iteration, *rest):
+    def save_on_the_clock(axis, members, state, iteration, meta):
         now = clock.now()
         if clock.due(now, final=iteration >= spec["max_iterations"]):
-            save_members(programs, members, train_state, rollout_state, iteration, *rest)
+            save_members(axis, members, state, iteration, meta)
             entry = {"iteration": iteration, "env_steps": iteration * spec["steps_per_iteration"]}
             record_checkpoint(run_dir, {**entry, "wall_s": round(now, 3)})
             clock.saved(now)
         if clock.over:
             raise StopRun
 
-    runner_module.save_members = save_on_the_clock
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / CHECKPOINTS_FILE).unlink(missing_ok=True)
-    result = strl_worker({**spec, "target": None, "time_limit_s": None, "stop_at_target": False})
+    with mock.patch.object(runner_module, "save_members", save_on_the_clock):
+        result = strl_worker({**spec, "target": None, "time_limit_s": None, "stop_at_target": False})
     result["stop_reason"] = "time_limit" if clock.over else result.get("stop_reason")
     result["checkpoints"] = read_checkpoints(run_dir)
     return result

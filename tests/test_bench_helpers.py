@@ -1,7 +1,9 @@
-"""Helpers of the benchmark scripts that change what runs: brax's jax substitute, worker flags."""
+"""Helpers of the benchmark scripts that change what runs: brax's jax substitute, worker flags,
+the names of the runner's loop the strl_jax workers set for a call."""
 
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 
@@ -31,3 +33,14 @@ def test_workers_get_the_xla_default_from_their_own_jaxlib(monkeypatch):
     assert common.child_environment()["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
     monkeypatch.setenv("XLA_FLAGS", flag)
     assert "XLA_FLAGS" not in common.child_environment()
+
+
+def test_the_loop_looks_up_the_names_the_bench_workers_set():
+    """`common.strl_worker` sets `members.RunLogger` and go1_walk's worker `runner.save_members`
+    for a call: the loop must create its loggers and save its checkpoints through those names."""
+    from strl_jax.train_loops import members, runner
+
+    assert "RunLogger" in members.start_members.__code__.co_names
+    assert "save_members" in runner.run_loop.__code__.co_names
+    parameters = list(inspect.signature(runner.save_members).parameters)
+    assert parameters == ["axis", "members", "state", "iteration", "meta"]

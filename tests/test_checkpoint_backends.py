@@ -24,7 +24,6 @@ from test_checkpoint_resume import assert_trees_equal, read_rows, without_time
 
 from strl_jax.configs.loader import resolve_config
 from strl_jax.train import main as train_main
-from strl_jax.train_loops import runner as runner_module
 from strl_jax.train_loops.checkpoint import (
     CHECKPOINT_DIR,
     CheckpointError,
@@ -37,6 +36,7 @@ from strl_jax.train_loops.checkpoint import (
     restore_checkpoint,
     save_checkpoint,
 )
+from strl_jax.train_loops.logging import RunLogger
 from strl_jax.train_loops.runner import build_programs, run_keys, train
 
 N = 3  # iterations of the uninterrupted runs; the split runs stop after 1 and resume
@@ -229,14 +229,14 @@ def test_run_whose_save_fails_in_the_background_exits_with_one_message(
     backend = BACKENDS[-1]
     checkpoints = tmp_path / CHECKPOINT_DIR
     blocker = checkpoints / "2.orbax-checkpoint-tmp"
-    progress = runner_module.RunLogger.progress
+    progress = RunLogger.progress
 
     def block_step_2(self, iteration):
         if iteration == 2:
             blocker.symlink_to(tmp_path / "nowhere")
         progress(self, iteration)
 
-    monkeypatch.setattr(runner_module.RunLogger, "progress", block_step_2)
+    monkeypatch.setattr(RunLogger, "progress", block_step_2)
     argv = ["--log_dir", str(tmp_path), "--quiet", *backend_overrides(backend), f"runner.max_iterations={N}"]
     with caplog.at_level(logging.INFO):
         code = train_main(argv)

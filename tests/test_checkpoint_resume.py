@@ -24,7 +24,6 @@ from tiny_config import tiny
 
 from strl_jax.configs.loader import config_to_dict, resolve_config
 from strl_jax.train import main as train_main
-from strl_jax.train_loops import runner as runner_module
 from strl_jax.train_loops.checkpoint import (
     CheckpointError,
     CheckpointMismatchError,
@@ -35,6 +34,7 @@ from strl_jax.train_loops.checkpoint import (
     restore_checkpoint,
     save_checkpoint,
 )
+from strl_jax.train_loops.logging import RunLogger
 from strl_jax.train_loops.runner import build_programs, run_keys, train
 
 K = 3  # the split runs stop after K iterations and resume for K more
@@ -125,14 +125,14 @@ def test_signal_saves_then_resume_is_exact(tmp_path, monkeypatch):
     """SIGINT in the middle of a logging window: checkpoint, stop; the resumed run loses nothing."""
     cfg = tiny_config("runner.max_iterations=6", "runner.log_interval=2")
     reference = train(cfg, tmp_path / "ref", verbose=False)
-    progress = runner_module.RunLogger.progress
+    progress = RunLogger.progress
 
     def interrupt_at_3(self, iteration):
         if iteration == 3:
             os.kill(os.getpid(), signal.SIGINT)
         progress(self, iteration)
 
-    monkeypatch.setattr(runner_module.RunLogger, "progress", interrupt_at_3)
+    monkeypatch.setattr(RunLogger, "progress", interrupt_at_3)
     before = signal.getsignal(signal.SIGINT)  # SIG_IGN when started in a background job
     stopped = train(cfg, tmp_path / "run", verbose=False)
     monkeypatch.undo()
@@ -195,14 +195,14 @@ def test_sigkill_between_checkpoints_resumes_from_the_last_one(tmp_path):
 
 
 def test_sigterm_from_the_cli_checkpoints_and_exits_with_143(tmp_path, monkeypatch, capsys):
-    progress = runner_module.RunLogger.progress
+    progress = RunLogger.progress
 
     def terminate_at_2(self, iteration):
         if iteration == 2:
             os.kill(os.getpid(), signal.SIGTERM)
         progress(self, iteration)
 
-    monkeypatch.setattr(runner_module.RunLogger, "progress", terminate_at_2)
+    monkeypatch.setattr(RunLogger, "progress", terminate_at_2)
     before = signal.getsignal(signal.SIGTERM)
     code = train_main(["--log_dir", str(tmp_path), "--quiet", *TINY, "runner.max_iterations=50"])
     assert code == 128 + signal.SIGTERM

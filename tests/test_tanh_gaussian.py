@@ -28,6 +28,7 @@ from strl_jax.networks.actor_critic import ActorCritic
 from strl_jax.networks.gaussian import ActionDistribution, gaussian_kl, tanh_std
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR
+from strl_jax.train_loops.population import member_configs
 from strl_jax.train_loops.runner import build_programs, run_keys, train
 
 ACT, OBS = 3, 5
@@ -137,8 +138,9 @@ def test_population_with_swept_init_std_starts_each_member_at_its_std():
         overrides=tiny(TANH, "runner.num_seeds=2", "sweep.policy.init_noise_std=[0.5, 1.0]"),
     )
     programs = build_programs(cfg)
-    assert [m.policy.init_noise_std for m in programs.members] == [0.5, 0.5, 1.0, 1.0]
-    train_state, _ = programs.init(jnp.stack([run_keys(m)[0] for m in programs.members]))
+    members = member_configs(cfg)
+    assert [m.policy.init_noise_std for m in members] == [0.5, 0.5, 1.0, 1.0]
+    train_state, _ = programs.init(jnp.stack([run_keys(m)[0] for m in members]))
     bias = np.asarray(train_state.params["params"]["actor"]["output"]["bias"])  # [members, mean | std]
     np.testing.assert_allclose(tanh_std(bias[:, 1]), [0.5, 0.5, 1.0, 1.0], rtol=1e-6)
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import jax
 import numpy as np
@@ -95,43 +96,137 @@ class ShardedPrograms:
     refresh: Any = None
 
 
-def shard_programs(learner: Any, cfg: TrainConfig, mesh: Mesh) -> ShardedPrograms:
-    """Compile-ready sharded programs of `learner` (built for the global env count)."""
-    local = learner.shard(learner.env.replace(num_envs=check_env_split(cfg, mesh)), ENV_AXIS)
-    train_abs, rollout_abs = jax.eval_shape(learner.init, jax.random.PRNGKey(0))
-    rollout_spec = rollout_specs(rollout_abs)
+class MemberAxis(Protocol):
+    """The members one run's programs advance together: `OneMember` (a plain run) or a
+    population's `population.MemberLearners`, whose state has a leading member axis."""
+
+    stacked: bool  # whether states carry a member axis
+    values: dict[str, Any]  # path -> each member's swept value (arguments of the programs)
+
+    def __call__(self, values: dict[str, Any]) -> Any: ...
+
+    def lift(self, fn: Callable, in_axes: Any = 0) -> Callable: ...
+
+    def specs(self, specs: Any) -> Any: ...
+
+    def view(self, tree: Any, index: int) -> Any: ...
+
+    def stack(self, trees: list[Any]) -> Any: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class OneMember:
+    """A plain run as a population of one: its state has no member axis, so its programs,
+    numbers and checkpoints are those of a single run."""
+
+    learner: Any
+    stacked: bool = False
+    values: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __call__(self, values: dict[str, Any]) -> Any:
+        return self.learner
+
+    def lift(self, fn: Callable, in_axes: Any = 0) -> Callable:
+        return fn
+
+    def specs(self, specs: Any) -> Any:
+        return specs
+
+    def view(self, tree: Any, index: int) -> Any:
+        return tree
+
+    def stack(self, trees: list[Any]) -> Any:
+        return trees[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class WithValues:
+    """A compiled program with the members' swept values bound as its first argument: arguments,
+    not constants, so sweeps of the same fields share one compiled program."""
+
+    program: Any
+    values: Any
+
+    def __call__(self, *args: Any) -> Any:
+        return self.program(self.values, *args)
+
+    def _cache_size(self) -> int:
+        return self.program._cache_size()
+
+
+def shard_programs(axis: MemberAxis, template: Any, cfg: TrainConfig, mesh: Mesh) -> ShardedPrograms:
+    """`init(key)` (a population: `keys [M]`), the donating `iteration`, the pool refresh and,
+    with pretraining, `pretrain`, of every member of `axis` at once over `mesh`: each device steps
+    its share of every member's envs. `template` is member 0's learner, built for all the envs."""
+    local_env = template.env.replace(num_envs=check_env_split(cfg, mesh))
+    local_template = template.shard(local_env, ENV_AXIS)
+    train_abs, rollout_abs = jax.eval_shape(template.init, jax.random.PRNGKey(0))
+    rollout_spec = axis.specs(rollout_specs(rollout_abs))
+
+    def per_member(method: str, in_axes: Any = 0) -> Callable:
+        def each(values: dict, *args: Any) -> Any:
+            return getattr(axis(values).shard(local_env, ENV_AXIS), method)(*args)
+
+        each.__name__ = each.__qualname__ = method  # names the compiled program (profiles)
+        return axis.lift(each, in_axes)
 
     def sharded(fn, in_specs, out_specs):
         return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
 
-    refresh = refresh_program(local.refresh_pool, learner.env, mesh, rollout_spec)
-    init = staged_init(
-        jax.jit(sharded(local.init_pending, REPLICATED, (REPLICATED, rollout_spec))),
-        refresh,
-        jax.jit(sharded(local.start_episodes, (rollout_spec,), rollout_spec), donate_argnums=0),
+    named = lambda spec: NamedSharding(mesh, spec)  # noqa: E731
+    # placed once: no host-to-device copy of the values in every iteration
+    values = jax.tree.map(
+        lambda x: jax.make_array_from_callback(x.shape, named(REPLICATED), lambda idx: x[idx]), axis.values
+    )
+    refresh = refresh_program(axis.lift(local_template.refresh_pool), template.env, mesh, rollout_spec)
+    start = jax.jit(
+        sharded(axis.lift(local_template.start_episodes), (rollout_spec,), rollout_spec), donate_argnums=0
+    )
+    init_fn = jax.jit(
+        sharded(per_member("init_pending"), (REPLICATED, REPLICATED), (REPLICATED, rollout_spec))
     )
     out_specs = (REPLICATED, rollout_spec, REPLICATED)
-    iteration = sharded(local.iteration, (REPLICATED, rollout_spec), out_specs)
+    iteration = sharded(per_member("iteration"), (REPLICATED, REPLICATED, rollout_spec), out_specs)
+    if cfg.runner.debug:
+        iteration = checked_iteration(iteration, donate_argnums=(1, 2))
+    else:
+        iteration = jax.jit(iteration, donate_argnums=(1, 2))
     pretrain = None
     if cfg.runner.pretrain_iterations > 0:  # the dataset arrays: replicated, not donated
-        pretrain = jax.jit(
-            sharded(local.pretrain_iteration, (REPLICATED, rollout_spec, REPLICATED), out_specs),
-            donate_argnums=(0, 1),
-        )
-    if cfg.runner.debug:
-        iteration = checked_iteration(iteration)
-    else:
-        iteration = jax.jit(iteration, donate_argnums=(0, 1))
-    named = lambda spec: NamedSharding(mesh, spec)  # noqa: E731
+        in_specs = (REPLICATED, REPLICATED, rollout_spec, REPLICATED)
+        program = sharded(per_member("pretrain_iteration", (0, 0, 0, None)), in_specs, out_specs)
+        pretrain = WithValues(jax.jit(program, donate_argnums=(1, 2)), values)
     return ShardedPrograms(
         mesh=mesh,
-        init=init,
-        iteration=iteration,
+        init=staged_init(WithValues(init_fn, values), refresh, start),
+        iteration=WithValues(iteration, values),
         pretrain=pretrain,
         refresh=refresh,
         train_sharding=jax.tree.map(lambda _: named(REPLICATED), train_abs),
         rollout_sharding=jax.tree.map(named, rollout_spec, is_leaf=lambda x: isinstance(x, PartitionSpec)),
     )
+
+
+def evaluate_program(axis: MemberAxis, eval_env: Any) -> Callable:
+    """Every member's deterministic evaluation in one compiled call on one local device:
+    `(params, normalizers, key) -> metrics` (a population: keys and metrics `[M]`)."""
+
+    def evaluate(values: dict, params: Any, normalizers: Any, key: jax.Array) -> Any:
+        one = lambda v, p, n, k: axis(v).evaluate(eval_env, p, n, k)  # noqa: E731
+        return axis.lift(one)(values, params, normalizers, key)
+
+    return WithValues(jax.jit(evaluate), jax.device_put(axis.values))
+
+
+def init_optimizer_program(axis: MemberAxis) -> Callable:
+    """`(params, parts) -> opt_state`, each member's optimiser (its own clip or rates) on its params."""
+
+    def init(params: Any, parts: Any) -> Any:
+        # values as constants: compiled once per warm start
+        one = lambda v, p, q: axis(v).init_optimizer(p, q)  # noqa: E731
+        return axis.lift(one)(axis.values, params, parts)
+
+    return init
 
 
 def staged_init(init_pending: Any, refresh: Any, start: Any) -> Any:

@@ -643,8 +643,3 @@ def first_non_finite(checks: dict) -> list[str]:
     stage (host side). A NaN spreads to everything after it; the first name is the cause."""
     failed = sorted((int(step), name) for name, step in checks.items() if int(step) != NEVER)
     return [name.split(":", 1)[1] for _, name in failed]
-
-
-def jit_evaluate(learner: Learner, eval_env: VecEnv):
-    """Compiled deterministic evaluation on `eval_env`: `(params, normalizers, key) -> metrics`."""
-    return jax.jit(functools.partial(learner.evaluate, eval_env))

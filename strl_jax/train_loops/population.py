@@ -20,28 +20,19 @@ import copy
 import dataclasses
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import PartitionSpec
 
-from strl_jax.collectives import ENV_AXIS
 from strl_jax.configs.loader import config_from_dict, config_to_dict, set_dotted, validate_config
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.configs.sweep import sweep_field_type, sweep_points, sweep_settings
 from strl_jax.envs.vec_env import VecEnv
 from strl_jax.errors import ConfigError
-from strl_jax.train_loops.devices import (
-    REPLICATED,
-    ShardedPrograms,
-    check_env_split,
-    checked_iteration,
-    refresh_program,
-    rollout_specs,
-    staged_init,
-)
 from strl_jax.train_loops.learner import Learner
 from strl_jax.train_loops.learners import make_learner
 
@@ -124,6 +115,19 @@ class MemberLearners:
     env: VecEnv
     base: TrainConfig  # member 0's config: every field but the swept ones is the same for all
     values: dict[str, np.ndarray]  # path -> [M] each member's value
+    stacked: bool = True  # states carry a leading member axis (`devices.MemberAxis`)
+
+    def lift(self, fn: Callable, in_axes: Any = 0) -> Callable:
+        return jax.vmap(fn, in_axes=in_axes)
+
+    def specs(self, specs: Any) -> Any:
+        return member_specs(specs)
+
+    def view(self, tree: Any, index: int) -> Any:
+        return member_view(tree, index)
+
+    def stack(self, trees: list[Any]) -> Any:
+        return stack_members(trees)
 
     @property
     def size(self) -> int:
@@ -177,80 +181,6 @@ def member_specs(specs: Any) -> Any:
     )
 
 
-def shard_population(
-    learners: MemberLearners, template: Learner, cfg: TrainConfig, mesh: Mesh
-) -> ShardedPrograms:
-    """`init(keys [M])` and the donating `iteration` of every member at once, vmapped inside the
-    env mesh's `shard_map` (each device steps its share of every member's envs)."""
-    local_env = template.env.replace(num_envs=check_env_split(cfg, mesh))
-
-    def local(member_values: dict[str, Any]) -> Learner:
-        return learners(member_values).shard(local_env, ENV_AXIS)
-
-    def init_pending(values: dict, keys: jax.Array):
-        return jax.vmap(lambda v, k: local(v).init_pending(k))(values, keys)
-
-    def iteration(values: dict, train_state: Any, rollout_state: Any):
-        return jax.vmap(lambda v, t, r: local(v).iteration(t, r))(values, train_state, rollout_state)
-
-    train_abs, rollout_abs = jax.eval_shape(template.init, jax.random.PRNGKey(0))
-    rollout_spec = member_specs(rollout_specs(rollout_abs))
-
-    def sharded(fn, in_specs, out_specs):
-        return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
-
-    # The values are arguments, not constants: sweeps of the same fields share one compiled program.
-    init_fn = jax.jit(sharded(init_pending, (REPLICATED, REPLICATED), (REPLICATED, rollout_spec)))
-    local_template = template.shard(local_env, ENV_AXIS)
-    refresh = refresh_program(jax.vmap(local_template.refresh_pool), template.env, mesh, rollout_spec)
-    start = jax.jit(
-        sharded(jax.vmap(local_template.start_episodes), (rollout_spec,), rollout_spec), donate_argnums=0
-    )
-    iteration_fn = sharded(
-        iteration, (REPLICATED, REPLICATED, rollout_spec), (REPLICATED, rollout_spec, REPLICATED)
-    )
-    if cfg.runner.debug:
-        iteration_fn = checked_iteration(iteration_fn, donate_argnums=(1, 2))
-    else:
-        iteration_fn = jax.jit(iteration_fn, donate_argnums=(1, 2))
-    named = lambda spec: NamedSharding(mesh, spec)  # noqa: E731
-    # placed once: no host-to-device copy of the values in every iteration
-    values = jax.tree.map(
-        lambda x: jax.make_array_from_callback(x.shape, named(REPLICATED), lambda idx: x[idx]),
-        learners.values,
-    )
-    return ShardedPrograms(
-        mesh=mesh,
-        init=staged_init(lambda keys: init_fn(values, keys), refresh, start),
-        iteration=lambda train_state, rollout_state: iteration_fn(values, train_state, rollout_state),
-        refresh=refresh,
-        train_sharding=jax.tree.map(lambda _: named(REPLICATED), train_abs),
-        rollout_sharding=jax.tree.map(named, rollout_spec, is_leaf=lambda x: isinstance(x, PartitionSpec)),
-    )
-
-
-def jit_population_evaluate(learners: MemberLearners, eval_env: VecEnv):
-    """Every member's deterministic evaluation in one call: `(params, normalizers, keys) -> [M] metrics`."""
-
-    def evaluate(values: dict, params: Any, normalizers: Any, keys: jax.Array):
-        one = lambda v, p, n, k: learners(v).evaluate(eval_env, p, n, k)  # noqa: E731
-        return jax.vmap(one)(values, params, normalizers, keys)
-
-    compiled = jax.jit(evaluate)
-    values = jax.device_put(learners.values)  # evaluation runs on one local device
-    return lambda params, normalizers, keys: compiled(values, params, normalizers, keys)
-
-
-def population_init_optimizer(learners: MemberLearners):
-    """`(params, parts) -> opt_state`, each member's optimiser (its own clip or rates) on its params."""
-
-    def init(params: Any, parts: Any) -> Any:
-        # values as constants: compiled once per warm start
-        return jax.vmap(lambda v, p, q: learners(v).init_optimizer(p, q))(learners.values, params, parts)
-
-    return init
-
-
 def stack_members(trees: list[Any]) -> Any:
     """One stacked pytree of per-member pytrees (host arrays)."""
     return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *trees)
@@ -262,9 +192,9 @@ def member_view(tree: Any, index: int) -> Any:
 
 
 # ---------------------------------------------------------------------------- population.json
-def write_population_file(log_dir: Path, programs: Any, status: list[str]) -> None:
-    """Members (of `programs`, a population's `runner.Programs`), their settings and status."""
-    names, members, paths = programs.names, programs.members, programs.paths
+def write_population_file(log_dir: Path, roster: Any, status: list[str]) -> None:
+    """Members (of `roster`, a population's `members.Roster`), their settings and status."""
+    names, members, paths = roster.names, roster.configs, roster.paths
     data = {
         "members": [
             {

@@ -1,0 +1,183 @@
+"""The compiled programs of a config and the process's cache of them.
+
+A plain run is a population of one (`devices.OneMember`): both build through the same
+`devices.shard_programs`, a population's programs vmapped over its member axis.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import gc
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import jax
+
+from strl_jax.agents.algorithms import algorithm_spec, env_groups
+from strl_jax.agents.motion_prior import AMP_GROUP
+from strl_jax.configs.loader import config_to_dict
+from strl_jax.configs.schema import TrainConfig
+from strl_jax.envs.tasks import make_env_from_config
+from strl_jax.envs.vec_env import VecEnv, release_single_env_programs
+from strl_jax.train_loops.devices import (
+    MemberAxis,
+    OneMember,
+    ShardedPrograms,
+    evaluate_program,
+    init_optimizer_program,
+    make_env_mesh,
+    shard_programs,
+)
+from strl_jax.train_loops.learner import Learner
+from strl_jax.train_loops.learners import make_learner
+from strl_jax.train_loops.population import (
+    MemberLearners,
+    is_population,
+    member_configs,
+    sweep_settings,
+    swept_values,
+)
+
+# Config fields only the host loop reads: runs that differ only in these share compiled programs
+# (and the learner's copy of the config). A field the jitted code starts to read must leave this list.
+HOST_ONLY_RUNNER_FIELDS = (
+    "max_iterations",
+    "log_interval",
+    "print_interval",
+    "eval_interval",
+    "save_interval",
+    "max_checkpoints_to_keep",
+    "experiment_name",
+    "log_dir",
+    "compile_cache",
+    "logger",
+    "wandb_project",
+    "neptune_project",
+    "git_status_repos",
+    "ckpt_manipulator",
+    "ckpt_manipulator_kwargs",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Programs:
+    """The env, the learner and the compiled functions of one config.
+
+    `init` and `iteration` run sharded over `sharded.mesh` (a mesh of one device included);
+    `evaluate` runs on one device with local copies of the params. A population's programs take
+    and return every member's state stacked on a leading axis (`axis.stacked`).
+    """
+
+    env: VecEnv
+    learner: Learner  # member 0's learner (a plain run's own)
+    init: Any
+    iteration: Any
+    evaluate: Any
+    sharded: ShardedPrograms
+    init_optimizer: Any  # (params, parts) -> a fresh optimiser state, for warm starts
+    axis: MemberAxis  # the members: views of and stacks of their states
+
+    def env_iteration(self, train_state: Any, rollout_state: Any) -> Any:
+        """One iteration in the env: the initial-state pool's refresh (where the env has one),
+        then the iteration, two programs dispatched without waiting."""
+        if self.sharded.refresh is not None:
+            rollout_state = self.sharded.refresh(rollout_state)
+        return self.iteration(train_state, rollout_state)
+
+
+# The programs of the most recently built configs, newest last. Bounded because every compiled
+# XLA:CPU program keeps its JIT code in memory mappings (one small config's programs: ~3,000), and
+# Linux caps a process at vm.max_map_count of them (65,530 by default): past the cap LLVM cannot
+# allocate and XLA crashes with a segmentation fault. Dropping a config's programs frees them.
+MAX_CACHED_CONFIGS = 4
+_PROGRAMS: collections.OrderedDict[str, Programs] = collections.OrderedDict()
+
+
+def program_key(cfg: TrainConfig) -> str:
+    """What compiled programs depend on: the config less its seed and host-only runner fields."""
+    data = config_to_dict(cfg)
+    data.pop("seed")
+    for name in HOST_ONLY_RUNNER_FIELDS:
+        data["runner"].pop(name)
+    return json.dumps(data, sort_keys=True, default=str)
+
+
+def release_programs() -> None:
+    """Drop every cached config's programs and jax's own compilation caches (their memory and
+    memory mappings are freed once nothing else holds them); the persistent cache stays."""
+    _PROGRAMS.clear()
+    release_single_env_programs()
+    jax.clear_caches()
+    gc.collect()
+
+
+def build_programs(cfg: TrainConfig) -> Programs:
+    """Build (or reuse, within this process) the env, learner and jitted functions for `cfg`.
+
+    Up to `MAX_CACHED_CONFIGS` configs keep their programs; building another drops the least
+    recently used one.
+    """
+    key = program_key(cfg)
+    if key in _PROGRAMS:
+        _PROGRAMS.move_to_end(key)
+    else:
+        while len(_PROGRAMS) >= MAX_CACHED_CONFIGS:
+            _PROGRAMS.popitem(last=False)
+            gc.collect()  # programs sit in reference cycles: free their mappings now, not later
+        _PROGRAMS[key] = compile_programs(cfg)
+    return _PROGRAMS[key]
+
+
+def training_env(cfg: TrainConfig) -> VecEnv:
+    """The env the learner steps, with `env.auto_reset`'s source of fresh initial states."""
+    groups = env_groups(algorithm_spec(cfg.algorithm.class_name))
+    return make_env_from_config(cfg.env, amp=AMP_GROUP in groups).replace(auto_reset=cfg.env.auto_reset)
+
+
+def evaluation_env(env: VecEnv, cfg: TrainConfig) -> VecEnv:
+    """The evaluation's envs: only each env's first episode counts, so they never reset (the
+    evaluation program compiles no reset inside its steps). Built from `env`: building one takes
+    seconds."""
+    return env.replace(num_envs=cfg.runner.num_eval_envs, auto_reset="none")
+
+
+def member_axis(cfg: TrainConfig, members: list[TrainConfig], env: VecEnv, learner: Learner) -> MemberAxis:
+    """A plain run's one member, or a population's members built inside a vmap from traced
+    swept values (`train_loops.population`); `learner` is member 0's."""
+    if not is_population(cfg):
+        return OneMember(learner)
+    learners = MemberLearners(
+        env=env, base=members[0], values=swept_values(members, list(sweep_settings(cfg)))
+    )
+    learners.check_traceable(learner)
+    return learners
+
+
+def compile_programs(cfg: TrainConfig) -> Programs:
+    """The programs of every member of `cfg` (one for a plain run), sharded over the env mesh."""
+    members = member_configs(cfg) if is_population(cfg) else [cfg]
+    env = training_env(members[0])
+    learner = make_learner(env, members[0])
+    axis = member_axis(cfg, members, env, learner)
+    sharded = shard_programs(axis, learner, members[0], make_env_mesh(cfg.runner.num_devices))
+    return Programs(
+        env=env,
+        learner=learner,
+        init=sharded.init,
+        iteration=sharded.iteration,
+        evaluate=evaluate_program(axis, evaluation_env(env, cfg)),
+        sharded=sharded,
+        init_optimizer=init_optimizer_program(axis),
+        axis=axis,
+    )
+
+
+def enable_compilation_cache(path: str | None = None) -> None:
+    """Reuse compiled XLA programs across processes (big win: compiles take tens of seconds)."""
+    path = path or os.environ.get("STRL_JAX_CACHE_DIR") or str(Path.home() / ".cache" / "strl_jax" / "xla")
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
