@@ -111,11 +111,21 @@ def test_shuffled_order_is_a_permutation_per_pass(tmp_path):
         ({"data_dir": "x", "subset_traj": 3}, "does not read: \\['subset_traj'\\]"),
         ({"data_dir": "x", "dataset_loops": 0}, "positive integer or -1"),
         ({"data_dir": "x", "imitation_loss_coef": -1}, "number >= 0"),
+        *[
+            ({"data_dir": "x", "learning_rate": bad}, "learning_rate must be a number > 0")
+            for bad in (0, -1e-3, "fast", True, float("nan"))
+        ],
     ],
 )
 def test_pretrain_settings_errors(raw, message):
     with pytest.raises(ConfigError, match=message):
         pretrain_settings(raw)
+
+
+def test_pretrain_learning_rate_is_a_float_or_unset():
+    assert pretrain_settings({"data_dir": "x"})["learning_rate"] is None
+    for given, rate in ((3e-4, 3e-4), (1, 1.0), ("1e-3", 1e-3)):  # YAML reads 1e-3 as a string
+        assert pretrain_settings({"data_dir": "x", "learning_rate": given})["learning_rate"] == rate
 
 
 def test_dataset_that_does_not_fit_is_refused(tmp_path):
@@ -190,6 +200,37 @@ def test_resume_across_the_stage_switch_is_exact(tiny_two_stage, tmp_path):
     shutil.copytree(full, tmp_path / "resumed")
     assert main(["--resume", str(tmp_path / "resumed"), "--checkpoint", "2", "--quiet"]) == 0
     assert rows(tmp_path / "resumed") == rows(full)
+
+
+def grown(rate: float, steps: int) -> np.float32:
+    """`rate` after `steps` float32 steps of the adaptive rule that all grow it (cap 1e-2)."""
+    lr = np.float32(rate)
+    for _ in range(steps):
+        lr = min(np.float32(1e-2), lr * np.float32(1.5))
+    return lr
+
+
+def test_fixed_pretraining_rate_leaves_the_schedule_alone(tiny_two_stage, tmp_path):
+    """With a desired KL of 1e9 the adaptive rule grows the rate at every step (the KL is positive,
+    at least kl_epsilon = 1e-5 per action dimension), and the scheduler halves it every iteration:
+    the pretraining rows step at the fixed rate all the same, and the env stage starts from
+    `algorithm.learning_rate` (4 steps of the rule, then one of the scheduler)."""
+    overrides, root = tiny_two_stage
+    fixed = [o for o in overrides if not o.startswith("runner.pretrain_dataset")]
+    data = f"{{data_dir: {root / 'data'}, dataset_loops: -1, learning_rate: 3.0e-4}}"
+    fixed += [
+        f"runner.pretrain_dataset={data}",
+        "runner.pretrain_iterations=2",
+        "runner.max_iterations=3",
+        "algorithm.desired_kl=1.0e9",
+        "algorithm.lr_scheduler_class_name=ExponentialLR",
+        "algorithm.lr_scheduler={gamma: 0.5}",
+    ]
+    assert main(["--log_dir", str(tmp_path / "run"), "--quiet", *fixed]) == 0
+    got = rows(tmp_path / "run")
+    assert [r.get("pretraining") for r in got] == [1.0, 1.0, None]
+    assert [r["learning_rate"] for r in got[:2]] == [float(np.float32(3e-4))] * 2
+    assert got[2]["learning_rate"] == float(grown(1e-3, 4) * np.float32(0.5))
 
 
 # ---------------------------------------------------------------------------- the head start

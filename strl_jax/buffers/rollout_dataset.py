@@ -12,6 +12,7 @@ happens is completed by starting the order over, and the next iterations step th
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
@@ -23,10 +24,16 @@ from strl_jax.buffers.motion_files import MotionFileError, read_metadata, trajec
 from strl_jax.errors import ConfigError
 
 OPTION = "runner.pretrain_dataset"
-# st_rl's RolloutDataset options that strl_jax reads (`data_dir` is required), and the weight of
-# the imitation term the pretraining iterations add (`imitation_loss_coef`, strl_jax's).
-KEYS = ("data_dir", "dataset_loops", "random_shuffle_traj_order", "imitation_loss_coef")
-DEFAULTS = {"dataset_loops": 1, "random_shuffle_traj_order": False, "imitation_loss_coef": 1.0}
+# st_rl's RolloutDataset options that strl_jax reads (`data_dir` is required), the weight of the
+# imitation term the pretraining iterations add (`imitation_loss_coef`, strl_jax's) and a fixed
+# rate for their optimiser steps (`learning_rate`, strl_jax's; None: the algorithm's schedule).
+KEYS = ("data_dir", "dataset_loops", "random_shuffle_traj_order", "imitation_loss_coef", "learning_rate")
+DEFAULTS = {
+    "dataset_loops": 1,
+    "random_shuffle_traj_order": False,
+    "imitation_loss_coef": 1.0,
+    "learning_rate": None,
+}
 # The transitions' field (under `Transition.parts`) holding the dataset's actions as labels.
 DATASET_LABELS = "dataset"
 CYCLE_PASSES = 8
@@ -85,7 +92,27 @@ def pretrain_settings(raw: dict) -> dict[str, Any]:
     coef = settings["imitation_loss_coef"]
     if isinstance(coef, bool) or not isinstance(coef, int | float) or coef < 0:
         raise ConfigError(f"{OPTION}.imitation_loss_coef must be a number >= 0, got {coef!r}")
+    settings["learning_rate"] = fixed_rate(settings["learning_rate"])
     return settings
+
+
+def fixed_rate(value: Any) -> float | None:
+    """`learning_rate` as a float > 0, or None (unset). YAML 1.1 reads `1e-3` (no dot) as a
+    string, so numeric strings are read as numbers, as the config schema's floats are."""
+    if value is None:
+        return None
+    rate = value
+    if isinstance(rate, str):
+        try:
+            rate = float(rate)
+        except ValueError:
+            pass
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not (math.isfinite(rate) and rate > 0):
+        raise ConfigError(
+            f"{OPTION}.learning_rate must be a number > 0 (the rate of every pretraining step; "
+            f"leave it out for algorithm.schedule), got {value!r}"
+        )
+    return float(rate)
 
 
 def load_dataset_arrays(

@@ -277,7 +277,8 @@ class RunnerConfig:
     num_seeds: int = 1
     # st_rl's TwoStageRunner: the first `pretrain_iterations` iterations learn from the transitions
     # of a demonstration dataset (`pretrain_dataset`: data_dir, dataset_loops,
-    # random_shuffle_traj_order) instead of stepping the env (`buffers.rollout_dataset`)
+    # random_shuffle_traj_order, imitation_loss_coef, learning_rate) instead of stepping the env
+    # (`buffers.rollout_dataset`)
     pretrain_iterations: int = 0
     pretrain_dataset: dict = field(default_factory=dict)
     # how `sweep` lists combine: `grid` (every combination) or `zip` (the i-th value of every list

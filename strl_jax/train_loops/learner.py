@@ -245,8 +245,9 @@ class Learner:
             axis_name=self.axis_name,
         )
 
-    def minibatch_step(self, carry, inputs: MinibatchInputs):
+    def minibatch_step(self, carry, inputs: MinibatchInputs, adapt: bool = True):
         """Adaptive lr from the KL to the acting policy, then one clipped optimiser step.
+        `adapt=False`: the step takes the carried rate as it is (a fixed rate, pretraining's).
 
         Gradients, KL and loss terms are averaged over devices (equal shares of the minibatch),
         so every device takes the same step and the params stay replicated.
@@ -259,7 +260,7 @@ class Learner:
         kl = self.model.action_dist.kl(batch.old_mean, batch.old_std, mean, std, alg.kl_epsilon)
         kl_mean = jnp.mean(kl)
         grads, kl_mean, losses, metrics = pmean((grads, kl_mean, losses, metrics), self.axis_name)
-        if alg.schedule == "adaptive":
+        if adapt and alg.schedule == "adaptive":
             lr = adaptive_learning_rate(lr, kl_mean, alg.desired_kl)
         direction, opt_state = self.optimizer.update(grads, opt_state, trainable)
         trainable = optax.apply_updates(trainable, jax.tree.map(lambda u: -lr * u, direction))
@@ -354,6 +355,7 @@ class Learner:
         history=None,
         bootstrap_obs=None,
         orders=None,
+        adapt: bool = True,
     ):
         """GAE, then `num_learning_epochs` x `num_mini_batches` steps, as nested `lax.scan`s.
 
@@ -362,6 +364,7 @@ class Learner:
         `learning_rate` each step applied among them). `bootstrap_obs`: the observation after the
         rollout (recomputed advantages). `orders` `[epochs, minibatches, size]`: the columns of
         every minibatch in place of the drawn ones, e.g. rsl_rl's (the parity tests' seam).
+        `adapt=False`: every step takes the train state's rate, which the adaptive rule leaves.
         """
         iteration = train_state.iteration
         alg = self.cfg.algorithm
@@ -402,7 +405,7 @@ class Learner:
                 resample_key=jax.random.fold_in(part_key, RESAMPLE_STREAM) if resample_prob > 0 else None,
                 resample_prob=resample_prob,
             )
-            core, (metrics, checks) = self.minibatch_step(core, minibatch_inputs)
+            core, (metrics, checks) = self.minibatch_step(core, minibatch_inputs, adapt)
             own, own_metrics = self.own_updates(own, selected, ctx)
             checks |= {check_name(1, f"loss term {k}"): jnp.isfinite(v) for k, v in own_metrics.items()}
             return (core, own), ({**metrics, **own_metrics}, checks)
@@ -509,17 +512,33 @@ class Learner:
         self, train_state: TrainState, rollout_state: RolloutState, dataset: DatasetArrays
     ):
         """An iteration whose rollout replays demonstration trajectories instead of stepping the
-        env (st_rl's TwoStageRunner pretraining); the envs do not move."""
-        return self.iterate(train_state, rollout_state, DatasetSource(self, dataset))
+        env (st_rl's TwoStageRunner pretraining); the envs do not move. Its steps take the
+        dataset settings' fixed `learning_rate` where one is set."""
+        source = DatasetSource(self, dataset)
+        return self.iterate(train_state, rollout_state, source, fixed_rate=self.pretrain_learning_rate)
 
     @property
     def pretrain_imitation(self) -> float:
         """Weight of the pull of the action mean towards the dataset's actions while pretraining."""
         return float(pretrain_settings(self.cfg.runner.pretrain_dataset)["imitation_loss_coef"])
 
-    def iterate(self, train_state: TrainState, rollout_state: RolloutState, source: RolloutSource):
+    @property
+    def pretrain_learning_rate(self) -> float | None:
+        """The fixed rate of the pretraining steps, or None for the algorithm's schedule: the
+        adaptive rule reads the imitation pull as a too-large step and shrinks the rate to its floor."""
+        return pretrain_settings(self.cfg.runner.pretrain_dataset)["learning_rate"]
+
+    def iterate(
+        self,
+        train_state: TrainState,
+        rollout_state: RolloutState,
+        source: RolloutSource,
+        fixed_rate: float | None = None,
+    ):
         """One iteration with the rollout `source` (`train_loops.rollout`): `(train state',
-        rollout state', metrics)`."""
+        rollout state', metrics)`. `fixed_rate` (static): every optimiser step takes this rate,
+        the adaptive rule and the scheduler do not run, and the train state keeps its rate, so
+        the iterations after this one go on from where the schedule was."""
         rule = self.update_rule
         update_key = None
         if rule.splits_key:
@@ -544,12 +563,15 @@ class Learner:
             train_state = train_state.replace(
                 normalizers=self.absorb(train_state.normalizers, transitions.obs)
             )
+        stepping = train_state
+        if fixed_rate is not None:
+            stepping = train_state.replace(learning_rate=jnp.asarray(fixed_rate, jnp.float32))
+        bootstrap = (last_obs, last_hidden)
         update, rollout_state = rule.update(
-            self, train_state, rollout_state, transitions, (last_obs, last_hidden), update_key
+            self, stepping, rollout_state, transitions, bootstrap, update_key, adapt=fixed_rate is None
         )
         trainable, opt_state, lr, update_metrics, checks, train_parts = update
-        if self.lr_scheduler is not None:
-            lr = self.lr_scheduler.step(lr, train_state.iteration + 1)
+        next_lr = self.rate_after(lr, train_state, fixed_rate)
         normalizers = train_state.normalizers
         if self.normalize_obs and self.cfg.runner.normalizer_update == "after":
             # After the update, so the first ratio of the next update is exactly 1 (rsl_rl #225).
@@ -566,20 +588,21 @@ class Learner:
             params=params,
             opt_state=opt_state,
             normalizers=normalizers,
-            learning_rate=lr,
+            learning_rate=next_lr,
             key=key,
             iteration=train_state.iteration + 1,
             parts=train_parts,
         )
         num_samples = psum(jnp.asarray(transitions.rewards.size, jnp.float32), self.axis_name)
         # means over the optimiser steps; the logged learning rate is the one the update leaves
+        # (a fixed rate: the one it stepped at)
         scalars = dict(jax.tree.map(jnp.mean, update_metrics)) | source_scalars
         for p in self.parts:
             scalars |= p.iteration_metrics(
                 train_parts[p.name], sums["parts"][p.name], num_samples, train_state.iteration
             )
         scalars |= {
-            "learning_rate": lr,
+            "learning_rate": next_lr if fixed_rate is None else lr,
             "mean_noise_std": pmean(jnp.mean(transitions.std[-1]), self.axis_name),
         }
         after = jnp.asarray(rule.optimizer_steps(self.cfg), jnp.int32)  # the parameters the update left
@@ -590,6 +613,15 @@ class Learner:
         rollout_sums = {k: v for k, v in sums.items() if k != "parts"}
         metrics = {"rollout": rollout_sums, "scalars": scalars, "finite": checks}
         return new_train_state, rollout_state, metrics
+
+    def rate_after(self, lr: jax.Array, train_state: TrainState, fixed_rate: float | None) -> jax.Array:
+        """The train state's rate after an update that left `lr`: one scheduler step on it, or with
+        a fixed rate the rate before the update (a fixed-rate stage does not move the schedule)."""
+        if fixed_rate is not None:
+            return train_state.learning_rate
+        if self.lr_scheduler is None:
+            return lr
+        return self.lr_scheduler.step(lr, train_state.iteration + 1)
 
     def absorb(self, normalizers: dict, obs: dict) -> dict:
         """The observation normalisers after taking in a rollout's raw observations `[T, N, ...]`."""

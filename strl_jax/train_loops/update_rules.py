@@ -34,8 +34,10 @@ class UpdateRule(Protocol):
         transitions: Transition,
         bootstrap: tuple[dict, Any],
         key: jax.Array | None,
+        adapt: bool = True,
     ) -> tuple[UpdateOutput, RolloutState]:
-        """The update on one rollout; `bootstrap`: the observation and memory after it."""
+        """The update on one rollout; `bootstrap`: the observation and memory after it.
+        `adapt=False`: the steps take the train state's rate as it is (a fixed rate)."""
         ...
 
     def optimizer_steps(self, cfg: TrainConfig) -> int:
@@ -53,7 +55,7 @@ class PPOUpdate:
     ppo_terms: bool = True
     splits_key: bool = True  # the update draws minibatch orders
 
-    def update(self, learner, train_state, rollout_state, transitions, bootstrap, key):
+    def update(self, learner, train_state, rollout_state, transitions, bootstrap, key, adapt=True):
         last_obs, last_hidden = bootstrap
         last_values = learner.critic_value(train_state.params, train_state.normalizers, last_obs, last_hidden)
         output, history = learner.ppo_update(
@@ -64,6 +66,7 @@ class PPOUpdate:
             key,
             rollout_state.history,
             bootstrap_obs=last_obs,
+            adapt=adapt,
         )
         return output, rollout_state.replace(history=history)
 
@@ -81,8 +84,8 @@ class BehaviorCloningUpdate:
     gradient_length: int
     splits_key: bool = False
 
-    def update(self, learner, train_state, rollout_state, transitions, bootstrap, key):
-        del bootstrap, key  # no returns to bootstrap, nothing drawn
+    def update(self, learner, train_state, rollout_state, transitions, bootstrap, key, adapt=True):
+        del bootstrap, key, adapt  # no returns to bootstrap, nothing drawn, a rate it never adapts
         return learner.cloning_update(train_state, transitions), rollout_state
 
     def optimizer_steps(self, cfg: TrainConfig) -> int:
