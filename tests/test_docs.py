@@ -20,7 +20,7 @@ README = (ROOT / "README.md").read_text()
 DOCS = {name: (ROOT / name).read_text() for name in ("README.md", "BENCHMARKS.md")}
 SECTIONS = ("env", "policy", "algorithm", "runner")
 # dotted words in the README's code that are files or attributes, not settings
-NOT_SETTINGS = {"policy.onnx", "policy.jax_export", "env.dt"}
+NOT_SETTINGS = {"policy.onnx", "policy.jax_export", "env.dt", "runner.py"}
 # features once listed as missing, and the setting or class that has them now
 FEATURES = {
     "two-stage runner": "runner.pretrain_iterations",
