@@ -42,6 +42,7 @@ from strl_jax.buffers.motion_files import (
     write_trajectory,
 )
 from strl_jax.envs.amp_obs import WithAmpObservation, amp_observation_size, resolve_components
+from strl_jax.envs.tasks import task_family
 from strl_jax.errors import CheckpointError, CollectError, CollectionIncomplete, ConfigError
 from strl_jax.inference import load_policy
 from strl_jax.networks.acting import Actor
@@ -292,6 +293,11 @@ def collect(
     loaded = load_source(log_dir, checkpoint, sample_actions)
     cfg = loaded.cfg
     task = cfg.env.task
+    if task_family(task) != "brax":
+        raise CollectError(
+            f"collect records Brax tasks only: every dataset step keeps an AMP frame, built from a Brax "
+            f"body layout, and {task!r} is a MuJoCo Playground task"
+        )
     components = amp_obs_components if amp_obs_components is not None else cfg.env.amp_obs_components
     try:
         components = resolve_components(task, components)

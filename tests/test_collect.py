@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import brax.envs
 import numpy as np
@@ -160,6 +161,14 @@ def test_collect_errors(run_dir, tmp_path, capsys, argv, needle, code):
     assert collect_main([a.format(tmp=tmp_path, run=run_dir) for a in argv]) == code
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err
+
+
+def test_collect_refuses_a_playground_run_by_name(tmp_path, capsys):
+    shipped = Path(__file__).resolve().parents[1] / "examples" / "go1_walk"
+    assert collect_main([str(shipped), "--out", str(tmp_path / "o"), "--sample_actions"]) == 2
+    err = capsys.readouterr().err
+    assert "collect records Brax tasks only" in err and "'Go1JoystickFlatTerrain'" in err
+    assert "Traceback" not in err and not (tmp_path / "o").exists()
 
 
 def test_collect_refuses_foreign_or_mismatched_folders(run_dir, tmp_path, capsys):
