@@ -43,3 +43,7 @@ def test_a_task_without_a_joystick_command_is_refused_by_name():
         with_command(env, COMMAND)
     with pytest.raises(ConfigError, match=r"info\['command'\] of shape \(3,\); a held command of 2 entries"):
         with_command(command_env(1, 5), (1.0, 0.0))
+    with pytest.raises(
+        ConfigError, match=r"a held command is one vector \(vx, vy, yaw rate\), got shape \(1, 3\)"
+    ):
+        with_command(command_env(1, 5), [COMMAND])
