@@ -26,7 +26,7 @@ each episode start and holds it (the other columns are ignored).
 
 `--format rsl_rl` instead writes `model_<iteration>.pt` in rsl_rl 5.x's layout and the `train_cfg`
 that builds the same network (`train_cfg.yaml`), so rsl_rl deployment code loads the policy with
-`OnPolicyRunner(env, train_cfg).load(path)` (`train_loops.torch_checkpoints`; needs torch).
+`OnPolicyRunner(env, train_cfg).load(path)` (`checkpoints.torch_checkpoints`; needs torch).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ import jax
 import jax.numpy as jnp
 import yaml
 
+from strl_jax.checkpoints.torch_checkpoints import rsl_rl_checkpoint, save_rsl_rl_checkpoint
 from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
 from strl_jax.errors import CheckpointError, ConfigError, ExportError
 from strl_jax.inference import ActingPolicy, LoadedPolicy, load_policy, policy_observation_size
@@ -58,7 +59,6 @@ from strl_jax.networks.mutex import (
     set_column,
 )
 from strl_jax.onnx_graph import TensorSpec, function_to_onnx
-from strl_jax.train_loops.torch_checkpoints import rsl_rl_checkpoint, save_rsl_rl_checkpoint
 
 ONNX_OPSET = 18
 ONNX_IR_VERSION = 8  # the oldest IR that carries opset 18: readable by older runtimes

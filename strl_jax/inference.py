@@ -20,6 +20,7 @@ import numpy as np
 from flax import struct
 
 from strl_jax.agents.motion_prior import AMP_GROUP
+from strl_jax.checkpoints.orbax_checkpoints import load_params_and_normalizers, read_checkpoint_meta
 from strl_jax.configs.loader import config_from_dict
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.tasks import make_env_from_config
@@ -30,7 +31,6 @@ from strl_jax.networks.normalizer import NormalizerState, init_normalizer
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.networks.policy_classes import policy_class
 from strl_jax.static_take import take_static
-from strl_jax.train_loops.checkpoint import load_params_and_normalizers, read_checkpoint_meta
 
 Policy = Callable[[jax.Array], jax.Array]
 Hidden = Any  # the actor's recurrent state ([layers, batch, size] arrays), {} for feed-forward policies

@@ -12,6 +12,12 @@ import pytest
 import yaml
 from flax import struct
 
+from strl_jax.checkpoints.orbax_checkpoints import (
+    CHECKPOINT_DIR,
+    close_manager,
+    open_manager,
+    save_checkpoint,
+)
 from strl_jax.configs.loader import config_to_dict, resolve_config
 from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.errors import ConfigError
@@ -27,7 +33,6 @@ from strl_jax.networks.mutex import (
     run_action_scale,
     sub_observation,
 )
-from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR, close_manager, open_manager, save_checkpoint
 from tests.tiny_config import tiny
 
 NAMED = "env.obs_groups={policy: {x: [0], last_action: [1], command: [2], v: [3]}}"

@@ -20,10 +20,10 @@ require_playground()
 
 from test_checkpoint_resume import assert_trees_equal, without_time  # noqa: E402
 
+from strl_jax.checkpoints.orbax_checkpoints import open_manager, restore_checkpoint  # noqa: E402
 from strl_jax.configs.loader import resolve_config  # noqa: E402
 from strl_jax.play import main as play_main  # noqa: E402
 from strl_jax.train import main as train_main  # noqa: E402
-from strl_jax.train_loops.checkpoint import open_manager, restore_checkpoint  # noqa: E402
 from strl_jax.train_loops.runner import build_programs, run_keys, train  # noqa: E402
 
 TASK = "Go1JoystickFlatTerrain"

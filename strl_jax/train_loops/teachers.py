@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from strl_jax.agents.teacher import Teacher, TeacherState
+from strl_jax.checkpoints.orbax_checkpoints import load_params_and_normalizers, read_checkpoint_meta
 from strl_jax.configs.loader import config_from_dict
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.tasks import make_env_from_config
@@ -20,7 +21,6 @@ from strl_jax.errors import CheckpointError, ConfigError
 from strl_jax.networks.acting import Actor
 from strl_jax.networks.normalizer import init_normalizer
 from strl_jax.networks.policy import make_policy_model
-from strl_jax.train_loops.checkpoint import load_params_and_normalizers, read_checkpoint_meta
 
 
 def teacher_obs_group(cfg: TrainConfig) -> str:
