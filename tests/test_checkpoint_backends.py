@@ -36,7 +36,7 @@ from strl_jax.checkpoints.orbax_checkpoints import (
 )
 from strl_jax.configs.loader import resolve_config
 from strl_jax.train import main as train_main
-from strl_jax.train_loops.logging import RunLogger
+from strl_jax.train_loops.run_logger import RunLogger
 from strl_jax.train_loops.runner import build_programs, run_keys, train
 
 N = 3  # iterations of the uninterrupted runs; the split runs stop after 1 and resume

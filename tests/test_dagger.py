@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from strl_jax.agents.schedules import make_schedule
+from strl_jax.agents.coefficient_schedules import make_schedule
 from strl_jax.buffers.motion_files import trajectory_files, write_json_atomic
 from strl_jax.checkpoints.orbax_checkpoints import CHECKPOINT_DIR, open_manager, save_checkpoint
 from strl_jax.configs import config_to_dict, resolve_config

@@ -30,7 +30,7 @@ from strl_jax.networks.normalizer import init_normalizer, normalize, normalize_g
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.play import main as play_main
 from strl_jax.train import main as train_main
-from strl_jax.train_loops.learners import make_learner
+from strl_jax.train_loops.learner_builder import make_learner
 from strl_jax.train_loops.runner import train
 
 K = 6

@@ -38,7 +38,7 @@ from strl_jax.configs.rsl_rl_config import RSL_RL_UPDATE
 from strl_jax.envs import make_env_from_config
 from strl_jax.networks.normalizer import init_normalizer, normalize_groups
 from strl_jax.train_loops.learner import POLICY
-from strl_jax.train_loops.learners import make_learner
+from strl_jax.train_loops.learner_builder import make_learner
 from strl_jax.train_loops.state import TrainState
 
 TOL = dict(rtol=1e-5, atol=1e-5)

@@ -22,7 +22,6 @@ from strl_jax.configs.schema import TrainConfig
 from strl_jax.errors import ConfigError
 from strl_jax.train_loops.code_state import store_code_state
 from strl_jax.train_loops.devices import is_primary
-from strl_jax.train_loops.logging import RunLogger
 from strl_jax.train_loops.population import (
     POPULATION_FILE,
     RUNNING,
@@ -33,6 +32,7 @@ from strl_jax.train_loops.population import (
     sweep_settings,
     write_population_file,
 )
+from strl_jax.train_loops.run_logger import RunLogger
 
 
 @dataclasses.dataclass(frozen=True)

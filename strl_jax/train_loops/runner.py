@@ -30,7 +30,6 @@ from strl_jax.errors import DivergenceError, DivergenceWarning, NonFiniteError
 from strl_jax.train_loops.devices import any_process, is_primary, local_copy
 from strl_jax.train_loops.divergence import diverged, divergence_message
 from strl_jax.train_loops.learner import first_non_finite
-from strl_jax.train_loops.logging import population_summary
 from strl_jax.train_loops.member_logging import log_iteration, printing
 from strl_jax.train_loops.members import (
     Member,
@@ -54,6 +53,7 @@ from strl_jax.train_loops.programs import (
     release_programs,
     training_env,
 )
+from strl_jax.train_loops.run_logger import population_summary
 from strl_jax.train_loops.run_start import initial_state
 from strl_jax.train_loops.stages import advance_stage, pretrain_dataset, pretraining
 
