@@ -24,8 +24,8 @@ from strl_jax.configs.loader import resolve_config
 from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
 from strl_jax.errors import CheckpointMismatchError, ConfigError
 from strl_jax.export import main as export_main
-from strl_jax.inference import PolicyState, acting_policy, load_policy
-from strl_jax.networks.acting import make_actor
+from strl_jax.inference import PolicyState, load_policy
+from strl_jax.networks.acting import acting_policy, make_actor
 from strl_jax.networks.normalizer import NormalizerState, normalize
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.runner import train
