@@ -2,8 +2,10 @@
 
 st_rl's DemonstrationSaver: many environments run the policy of a checkpoint (its mean action, or
 samples with `--sample_actions`) in jitted chunks of steps; each finished episode becomes one
-trajectory file in the strl_jax motion dataset format (`strl_jax.buffers.motion_files`): AMP frames
-of the task's components plus the policy observations, executed actions, rewards and done flags.
+trajectory file in the strl_jax motion dataset format (`strl_jax.buffers.motion_files`): the policy
+observations, executed actions, rewards and done flags, plus AMP frames of the task's components
+for a Brax task (AMP frames are built from a Brax body layout; a MuJoCo Playground run's dataset
+holds no frames and serves two-stage pretraining, `runner.pretrain_dataset`, not AMP).
 Collection stops once the dataset holds at least `--min_timesteps` steps and `--min_episodes`
 trajectories.
 
@@ -186,13 +188,15 @@ def load_source(log_dir: str | Path, checkpoint: int | None, sample_actions: boo
     return PolicySource(run.cfg, run.env, MutexActor(run.policy), None, None, None)
 
 
-def make_chunk_rollout(env, actor: Actor | MutexActor, chunk_steps: int, sample_actions: bool) -> Callable:
+def make_chunk_rollout(
+    env, actor: Actor | MutexActor, chunk_steps: int, sample_actions: bool, frames: bool = True
+) -> Callable:
     """Jitted `(params, normalizers, carry, key) -> (carry, per-step arrays [C, N, ...])`.
 
     carry = (env state, observation groups, the actor's hidden state). The per-step arrays hold the
-    observation each step acted on (its AMP frame included), the executed action, reward,
-    terminated/truncated flags and the AMP frame of the state the step reached before any reset.
-    Sampled actions draw one key per env and step.
+    observation each step acted on, the executed action, reward and terminated/truncated flags;
+    with `frames`, also the AMP frame of each step's observation and of the state the step reached
+    before any reset. Sampled actions draw one key per env and step.
     """
 
     def rollout(params, normalizers, carry, key):
@@ -201,16 +205,17 @@ def make_chunk_rollout(env, actor: Actor | MutexActor, chunk_steps: int, sample_
             return actor.act(params, normalizers, obs, hidden, keys)
 
         def record(_state, obs, action, res):
-            return {
+            arrays = {
                 "obs": obs["policy"],
                 "critic_obs": obs["critic"],
-                "amp_obs": obs["amp"],
-                "final_amp_obs": res.final_obs["amp"],
                 "actions": action,
                 "rewards": res.reward,
                 "terminated": res.terminated,
                 "truncated": res.truncated,
             }
+            if frames:
+                arrays |= {"amp_obs": obs["amp"], "final_amp_obs": res.final_obs["amp"]}
+            return arrays
 
         keys = jax.random.split(key, chunk_steps)
         return act_in_env(env, act, actor.reset_hidden, carry, record, keys)
@@ -257,12 +262,20 @@ def step_arrays(episode: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
 
 
+def critic_differs(chunk: dict[str, np.ndarray]) -> bool:
+    """Whether the critic's observations differ from the policy's (a privileged critic): decided
+    from what the env returned, since the groups' sources may be the task's defaults."""
+    obs, critic = chunk["obs"], chunk["critic_obs"]
+    return obs.shape != critic.shape or not np.array_equal(obs, critic)
+
+
 def trajectory_arrays(episode: dict[str, np.ndarray], keep_critic_obs: bool) -> dict[str, np.ndarray]:
-    """The file content of one episode: T + 1 AMP frames (the last one the pre-reset state)."""
-    arrays = {
-        "amp_obs": np.concatenate([episode["amp_obs"], episode["final_amp_obs"][-1:]]).astype(np.float32),
-        **step_arrays(episode),
-    }
+    """The file content of one episode: its step arrays and, where recorded, T + 1 AMP frames (the
+    last one the pre-reset state)."""
+    arrays = step_arrays(episode)
+    if "amp_obs" in episode:
+        frames = np.concatenate([episode["amp_obs"], episode["final_amp_obs"][-1:]])
+        arrays["amp_obs"] = frames.astype(np.float32)
     if keep_critic_obs:
         arrays["critic_obs"] = episode["critic_obs"].astype(np.float32)
     return arrays
@@ -285,7 +298,8 @@ def collect(
 ) -> dict:
     """Collect until the dataset in `out` meets both minimums; returns its metadata.
 
-    `amp_obs_components` default: the run's `env.amp_obs_components`, else the task's default.
+    `amp_obs_components` default: the run's `env.amp_obs_components`, else the task's default; a
+    MuJoCo Playground run records no AMP frames (and refuses `amp_obs_components`)
     `max_env_steps` bounds the policy steps per env of this session (a policy that never succeeds
     with `success_traj_only` would otherwise run forever); running out raises
     `CollectionIncomplete` after the trajectories found so far are saved.
@@ -294,19 +308,23 @@ def collect(
     loaded = load_source(log_dir, checkpoint, sample_actions)
     cfg = loaded.cfg
     task = cfg.env.task
-    if task_family(task) != "brax":
+    frames = task_family(task) == "brax"
+    if frames:
+        components = amp_obs_components if amp_obs_components is not None else cfg.env.amp_obs_components
+        try:
+            components = resolve_components(task, components)
+        except ValueError as err:
+            raise CollectError(str(err)) from None
+        observe = WithAmpObservation(loaded.env.observe, task, tuple(components))
+        env = loaded.env.replace(num_envs=num_envs, observe=observe)
+    elif amp_obs_components:
         raise CollectError(
-            f"collect records Brax tasks only: every dataset step keeps an AMP frame, built from a Brax "
-            f"body layout, and {task!r} is a MuJoCo Playground task"
+            f"--amp_obs_components {','.join(amp_obs_components)}: AMP frames are built from a Brax body "
+            f"layout and {task!r} is a MuJoCo Playground task; without the option the dataset holds its "
+            "observations, actions, rewards and dones (for runner.pretrain_dataset)"
         )
-    components = amp_obs_components if amp_obs_components is not None else cfg.env.amp_obs_components
-    try:
-        components = resolve_components(task, components)
-    except ValueError as err:
-        raise CollectError(str(err)) from None
-    env = loaded.env.replace(
-        num_envs=num_envs, observe=WithAmpObservation(loaded.env.observe, task, tuple(components))
-    )
+    else:
+        components, env = [], loaded.env.replace(num_envs=num_envs)
     frame_duration = env.dt
     identity = {
         "format": DATASET_FORMAT,
@@ -335,14 +353,14 @@ def collect(
         "finished_episodes": 0,
         "env_steps": 0,
     }
-    keep_critic_obs = cfg.env.obs_groups.get("policy") != cfg.env.obs_groups.get("critic")
+    keep_critic_obs = None  # decided on the first chunk: does the critic see something else?
 
     def metadata() -> dict:
         return {
             **progress.metadata,
             **identity,
             "weight": progress.metadata.get("weight", 1.0),
-            "amp_obs_dim": amp_observation_size(task, components),
+            "amp_obs_dim": amp_observation_size(task, components) if frames else 0,
             "episode_length": cfg.env.episode_length,
             "source_run": session["source_run"],
             "checkpoint": loaded.step,
@@ -363,7 +381,7 @@ def collect(
         return progress.metadata
     chunk = chunk_steps or min(cfg.env.episode_length, DEFAULT_CHUNK_STEPS)
     actor = loaded.actor
-    rollout = make_chunk_rollout(env, actor, chunk, sample_actions)
+    rollout = make_chunk_rollout(env, actor, chunk, sample_actions, frames)
     reset_key, key = jax.random.split(session_key(seed, len(sessions), progress))
     carry = start_envs(env, actor.initial_hidden(num_envs), reset_key)
     cutter = TrajectoryCutter(num_envs)
@@ -377,7 +395,10 @@ def collect(
         carry, record = rollout(loaded.params, loaded.normalizers, carry, jax.random.fold_in(key, chunk_i))
         chunk_i += 1
         session["env_steps"] += chunk
-        for _, _, episode in cutter.feed(jax.device_get(record)):
+        record = jax.device_get(record)
+        if keep_critic_obs is None:
+            keep_critic_obs = critic_differs(record)
+        for _, _, episode in cutter.feed(record):
             session["finished_episodes"] += 1
             if success_traj_only and not episode["truncated"][-1]:
                 continue

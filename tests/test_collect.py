@@ -58,6 +58,7 @@ def test_collect_writes_resumes_and_loads_back(run_dir, tmp_path, capsys):
         steps = len(t["actions"])
         assert 1 <= steps <= EPISODE_LENGTH
         assert t["amp_obs"].shape == (steps + 1, 2) and t["obs"].shape == (steps, 4)
+        assert "critic_obs" not in t  # the critic sees the policy's observation
         assert t["rewards"].shape == t["dones"].shape == t["timeouts"].shape == (steps,)
         assert t["dones"][-1] == 1 and t["dones"][:-1].sum() == 0
         assert steps == EPISODE_LENGTH or not t["timeouts"][-1]  # time-outs only at the limit
@@ -163,11 +164,12 @@ def test_collect_errors(run_dir, tmp_path, capsys, argv, needle, code):
     assert needle in err and "Traceback" not in err
 
 
-def test_collect_refuses_a_playground_run_by_name(tmp_path, capsys):
+def test_collect_refuses_amp_frames_of_a_playground_run_by_name(tmp_path, capsys):
     shipped = Path(__file__).resolve().parents[1] / "examples" / "go1_walk"
-    assert collect_main([str(shipped), "--out", str(tmp_path / "o"), "--sample_actions"]) == 2
+    argv = [str(shipped), "--out", str(tmp_path / "o"), "--amp_obs_components", "joint_pos"]
+    assert collect_main(argv) == 2
     err = capsys.readouterr().err
-    assert "collect records Brax tasks only" in err and "'Go1JoystickFlatTerrain'" in err
+    assert "AMP frames are built from a Brax body layout" in err and "'Go1JoystickFlatTerrain'" in err
     assert "Traceback" not in err and not (tmp_path / "o").exists()
 
 

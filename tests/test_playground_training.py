@@ -1,6 +1,7 @@
 """Go1JoystickFlatTerrain trained by strl_jax on the CPU at a small size: the run learns, its
 Playground metrics and locomotion evaluation reach metrics.jsonl, each env keeps its own physics,
-the iteration compiles once, a resumed run continues exactly, and `play` writes a trajectory.
+the iteration compiles once, a resumed run continues exactly, `play` writes a trajectory and
+`collect` a dataset that two-stage pretraining reads.
 
 One config (64 envs, 24 steps, [128, 128] networks) for every run here, so the compiled programs
 are built once per process (about 3-4 minutes from an empty compilation cache on 2 cores).
@@ -20,7 +21,10 @@ require_playground()
 
 from test_checkpoint_resume import assert_trees_equal, without_time  # noqa: E402
 
+from strl_jax.buffers.motion_files import read_metadata, trajectory_files  # noqa: E402
+from strl_jax.buffers.rollout_dataset import load_dataset_arrays, pretrain_settings  # noqa: E402
 from strl_jax.checkpoints.orbax_checkpoints import open_manager, restore_checkpoint  # noqa: E402
+from strl_jax.collect import main as collect_main  # noqa: E402
 from strl_jax.configs.loader import resolve_config  # noqa: E402
 from strl_jax.play import main as play_main  # noqa: E402
 from strl_jax.train import main as train_main  # noqa: E402
@@ -133,3 +137,27 @@ def test_play_writes_a_playground_trajectory(learning_run, capsys):
     assert 1 <= steps <= 1000 and episode["qpos"].shape[1] == 19 and episode["qvel"].shape == (steps, 18)
     assert str(episode["task"]) == TASK and float(episode["dt"]) == pytest.approx(0.02)
     np.testing.assert_allclose(np.diff(episode["time"]), 0.02, atol=1e-4)
+
+
+def test_collect_records_a_playground_dataset_for_pretraining(learning_run, tmp_path):
+    """A Playground run's dataset: observations of both groups, executed actions, rewards and dones,
+    no AMP frames (those are built from a Brax body layout); two-stage pretraining's loader takes
+    it for the same task's observation groups."""
+    result, _ = learning_run
+    out = tmp_path / "data"
+    argv = [str(result.log_dir), "--out", str(out), "--num_envs", "4", "--min_timesteps", "1"]
+    assert collect_main([*argv, "--max_env_steps", "1000", "--sample_actions"]) == 0
+    meta = read_metadata(out)
+    assert meta["task"] == TASK and meta["amp_obs_components"] == [] and meta["amp_obs_dim"] == 0
+    files = trajectory_files(out)
+    assert len(files) == meta["num_trajectories"] >= 1
+    with np.load(files[0]) as t:
+        steps = t["actions"].shape[0]
+        assert "amp_obs" not in t.files and 1 <= steps <= 1000
+        assert t["obs"].shape == (steps, 48) and t["critic_obs"].shape == (steps, 123)
+        assert t["actions"].shape == (steps, 12) and t["rewards"].shape == (steps,)
+        assert t["dones"][-1] == 1 and t["dones"][:-1].sum() == 0
+    arrays = load_dataset_arrays(
+        pretrain_settings({"data_dir": str(out)}), {"policy": (48,), "critic": (123,)}, 12, seed=0
+    )
+    assert arrays.actions.shape[1] == 12 and arrays.num_trajectories == meta["num_trajectories"]

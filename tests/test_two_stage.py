@@ -144,6 +144,7 @@ def test_dataset_that_does_not_fit_is_refused(tmp_path):
         (["algorithm.class_name=TPPO"], "applies to"),
         (["policy.class_name=ActorCriticRecurrent"], "feed-forward policy"),
         (["runner.num_seeds=2"], "trains one run"),
+        (["policy.distribution=tanh_gaussian"], "use policy.distribution=gaussian for pretraining"),
     ],
 )
 def test_pretraining_config_errors(tmp_path, overrides, message):
