@@ -240,7 +240,7 @@ def strl_worker(spec: dict) -> dict[str, Any]:
     from strl_jax.configs.loader import config_to_dict, resolve_config
     from strl_jax.train_loops import members as members_module
     from strl_jax.train_loops import runner as runner_module
-    from strl_jax.train_loops.logging import RunLogger
+    from strl_jax.train_loops.run_logger import RunLogger
 
     files, overrides = spec.get("config_files"), list(spec.get("overrides", []))
     cfg = resolve_config(spec["task"], config_files=files, overrides=overrides)

@@ -116,7 +116,7 @@ def evaluate(config_path: Path, args: argparse.Namespace, names: list[str] | Non
     import jax
     import numpy as np
 
-    from strl_jax.networks.mutex import load_mutex_run
+    from strl_jax.mutex_from_runs import load_mutex_run
     from strl_jax.train_loops.evaluation import episode_rollout
 
     run = load_mutex_run(config_path)

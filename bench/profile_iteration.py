@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     import jax.numpy as jnp
 
     from strl_jax.configs.loader import resolve_config
-    from strl_jax.train_loops.learners import make_learner
+    from strl_jax.train_loops.learner_builder import make_learner
     from strl_jax.train_loops.runner import evaluation_env, training_env
 
     overrides = list(args.overrides)

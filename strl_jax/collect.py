@@ -47,8 +47,9 @@ from strl_jax.envs.amp_obs import WithAmpObservation, amp_observation_size, reso
 from strl_jax.envs.tasks import task_family
 from strl_jax.errors import CheckpointError, CollectError, CollectionIncomplete, ConfigError
 from strl_jax.inference import load_policy
+from strl_jax.mutex_from_runs import load_mutex_run
 from strl_jax.networks.acting import Actor
-from strl_jax.networks.mutex import MutexActor, load_mutex_run
+from strl_jax.networks.mutex import MutexActor
 from strl_jax.train_loops.evaluation import act_in_env
 
 TRAJ_PREFIX = "traj_"

@@ -37,8 +37,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from strl_jax.agents.schedules import SCHEDULES, Schedule, make_schedule
+from strl_jax.agents.coefficient_schedules import SCHEDULES, Schedule, make_schedule
 from strl_jax.buffers.motion_files import DATASET_FORMAT, METADATA_FILE, write_json_atomic
+from strl_jax.checkpoints.orbax_checkpoints import load_params_and_normalizers, read_checkpoint_meta
 from strl_jax.collect import (
     DEFAULT_CHUNK_STEPS,
     TrajectoryCutter,
@@ -55,8 +56,7 @@ from strl_jax.envs.vec_env import VecEnv
 from strl_jax.errors import CheckpointError, CollectError, CollectionIncomplete, ConfigError
 from strl_jax.inference import LoadedPolicy, load_policy
 from strl_jax.networks.acting import Actor
-from strl_jax.train_loops.checkpoint import load_params_and_normalizers, read_checkpoint_meta
-from strl_jax.train_loops.logging import SummaryWriter
+from strl_jax.train_loops.run_logger import SummaryWriter
 from strl_jax.train_loops.teachers import teacher_obs_group
 
 WRITER = "strl_jax.dagger"

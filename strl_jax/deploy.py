@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from strl_jax.checkpoints.orbax_checkpoints import locate
 from strl_jax.envs import native_mujoco as nm
 from strl_jax.envs.commands import with_command
 from strl_jax.envs.playground_env import flatten
@@ -34,7 +35,6 @@ from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.errors import CheckpointError, ConfigError, ExportError
 from strl_jax.export import export_run
 from strl_jax.inference import load_policy
-from strl_jax.train_loops.checkpoint import locate
 from strl_jax.train_loops.evaluation import act_in_env
 
 METRICS = ("return", "lin_vel_rms", "yaw_rate_rms", "length", "fell")

@@ -5,7 +5,7 @@ mean action `[batch, action_dim]` (`tanh(mean)` for `policy.distribution: tanh_g
 the observation normaliser inside, like rsl_rl's exported policies (opset 18). Recurrent
 policies also take and return the actor's hidden state: ONNX inputs `obs, h_in[, c_in]` and
 outputs `actions, h_out[, c_out]` (`[layers, batch, size]`; `c_*` for an LSTM only), as in
-rsl_rl. Both are traced from the same acting step (`strl_jax.inference.ActingPolicy`); the ONNX
+rsl_rl. Both are traced from the same acting step (`strl_jax.networks.acting.ActingPolicy`); the ONNX
 graph is that trace written as ONNX operators (`strl_jax.onnx_graph`), so it needs nothing but
 the `onnx` package to build.
 
@@ -26,7 +26,7 @@ each episode start and holds it (the other columns are ignored).
 
 `--format rsl_rl` instead writes `model_<iteration>.pt` in rsl_rl 5.x's layout and the `train_cfg`
 that builds the same network (`train_cfg.yaml`), so rsl_rl deployment code loads the policy with
-`OnPolicyRunner(env, train_cfg).load(path)` (`train_loops.torch_checkpoints`; needs torch).
+`OnPolicyRunner(env, train_cfg).load(path)` (`checkpoints.torch_checkpoints`; needs torch).
 """
 
 from __future__ import annotations
@@ -44,21 +44,16 @@ import jax
 import jax.numpy as jnp
 import yaml
 
+from strl_jax.checkpoints.torch_checkpoints import rsl_rl_checkpoint, save_rsl_rl_checkpoint
 from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
 from strl_jax.errors import CheckpointError, ConfigError, ExportError
-from strl_jax.inference import ActingPolicy, LoadedPolicy, load_policy, policy_observation_size
+from strl_jax.inference import LoadedPolicy, load_policy
+from strl_jax.mutex_from_runs import MutexRun, load_mutex_run
+from strl_jax.networks.acting import ActingPolicy, policy_observation_size
 from strl_jax.networks.encoded_inputs import raw_input_size
 from strl_jax.networks.gaussian import GAUSSIAN
-from strl_jax.networks.mutex import (
-    MutexPolicy,
-    MutexRun,
-    MutexState,
-    draw_commands,
-    load_mutex_run,
-    set_column,
-)
+from strl_jax.networks.mutex import MutexPolicy, MutexState, draw_commands, set_column
 from strl_jax.onnx_graph import TensorSpec, function_to_onnx
-from strl_jax.train_loops.torch_checkpoints import rsl_rl_checkpoint, save_rsl_rl_checkpoint
 
 ONNX_OPSET = 18
 ONNX_IR_VERSION = 8  # the oldest IR that carries opset 18: readable by older runtimes

@@ -1,8 +1,9 @@
 """The deployable policy: observation in, action out, normaliser baked in, no randomness.
 
-Everything acts through `strl_jax.networks.acting.Actor`. The functions here close over the
-parameters, so what they return is pure and can be jitted, exported with `jax.export`, or traced
-into an ONNX graph (`strl_jax.export`). The action is the Gaussian mean (tanh of it for
+A run's policy is rebuilt from the config stored with its checkpoint (`load_policy`). Everything
+acts through `strl_jax.networks.acting`: `acting_policy` closes an `Actor` over the parameters, so
+what it returns is pure and can be jitted, exported with `jax.export`, or traced into an ONNX graph
+(`strl_jax.export`). The action is the Gaussian mean (tanh of it for
 `policy.distribution: tanh_gaussian`), clipped to
 `env.clip_actions` the way the env clips it, so what a robot executes equals what the env executed
 during deterministic evaluation.
@@ -16,44 +17,20 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import numpy as np
 from flax import struct
 
 from strl_jax.agents.motion_prior import AMP_GROUP
+from strl_jax.checkpoints.orbax_checkpoints import load_params_and_normalizers, read_checkpoint_meta
 from strl_jax.configs.loader import config_from_dict
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.envs.vec_env import VecEnv
-from strl_jax.networks.acting import Actor, make_actor
-from strl_jax.networks.encoded_inputs import raw_input_size
+from strl_jax.networks.acting import ActingPolicy, Actor, acting_policy, action_size, make_actor
 from strl_jax.networks.normalizer import NormalizerState, init_normalizer
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.networks.policy_classes import policy_class
-from strl_jax.static_take import take_static
-from strl_jax.train_loops.checkpoint import load_params_and_normalizers, read_checkpoint_meta
 
 Policy = Callable[[jax.Array], jax.Array]
-Hidden = Any  # the actor's recurrent state ([layers, batch, size] arrays), {} for feed-forward policies
-ActingStep = Callable[[jax.Array, Hidden], tuple[jax.Array, Hidden]]
-
-
-def action_size(params: Any) -> int:
-    """Number of action dimensions, read from the learned std (one entry per dimension), or half
-    the actor's outputs where it also outputs the std (`policy.distribution: tanh_gaussian`)."""
-    inner = params["params"]
-    if "std" not in inner and "log_std" not in inner:
-        return int(inner["actor"]["output"]["kernel"].shape[-1]) // 2
-    return int((inner["std"] if "std" in inner else inner["log_std"]).shape[-1])
-
-
-def policy_observation_size(params: Any) -> int:
-    """Width of what the actor's first layer reads: the policy group's observation, with encoded
-    components as their latents (`networks.encoded_inputs.raw_input_size` undoes that)."""
-    inner = params["params"]
-    if "memory_a" in inner:
-        return int(inner["memory_a"]["layer_0"]["weight_ih"].shape[1])
-    first = inner["actor"].get("hidden_0", inner["actor"]["output"])
-    return int(first["kernel"].shape[0])
 
 
 def actor_of(
@@ -70,63 +47,6 @@ def actor_of(
         env = make_env_from_config(cfg.env, num_envs=1)
         components, shapes = env.components, env.component_shapes
     return make_actor(make_policy_model(action_size(params), cfg.policy, components, shapes), cfg)
-
-
-@dataclasses.dataclass(frozen=True)
-class ActingPolicy:
-    """The deterministic policy on what a robot measures: `step(obs, hidden) -> (action, hidden')`.
-
-    `obs` is the policy group's observation `[batch, observation_size]` without the components
-    that estimator stages always replace (none for other policies); `outputs(obs, hidden)` also
-    returns the stages' estimates in the env's units (`estimates`: their names and sizes). The
-    hidden state is `{}` for feed-forward policies, the actor's bare memory for recurrent ones, and
-    `{"actor": ..., <stage>: ...}` when a stage keeps its own memory.
-    """
-
-    step: ActingStep
-    outputs: Callable[[jax.Array, Hidden], tuple[jax.Array, dict, Hidden]]
-    initial_hidden: Callable[[int], Hidden]
-    recurrent: bool
-    observation_size: int
-    estimates: tuple[tuple[str, int], ...] = ()
-
-
-def acting_policy(
-    actor: Actor, params: Any, normalizers: dict[str, NormalizerState], obs_size: int | None = None
-) -> ActingPolicy:
-    """`actor`'s deterministic step on the measured observation array (for export and deployment)."""
-    if obs_size is None:
-        obs_size = raw_input_size(policy_observation_size(params), actor.model.encoders)
-    measured = actor.model.measured_indices(obs_size)
-    # The full observation from the measured one; entries a stage replaces get a placeholder.
-    source = np.zeros(obs_size, np.int32)
-    source[measured] = np.arange(len(measured))
-    complete = len(measured) == obs_size
-    bare = actor.recurrent and set(actor.initial_hidden(1)) == {"actor"}
-
-    def outputs(obs: jax.Array, hidden: Hidden) -> tuple[jax.Array, dict, Hidden]:
-        memory = {"actor": hidden} if bare else hidden
-        full = obs if complete else take_static(obs, source)
-        mean, _, memory, estimates = actor.forward(params, normalizers, {actor.obs_group: full}, memory)
-        estimates = actor.raw_estimates(normalizers, estimates)
-        return actor.mode(mean), estimates, memory["actor"] if bare else memory
-
-    def step(obs: jax.Array, hidden: Hidden) -> tuple[jax.Array, Hidden]:
-        actions, _, hidden = outputs(obs, hidden)
-        return actions, hidden
-
-    def initial_hidden(batch: int) -> Hidden:
-        hidden = actor.initial_hidden(batch)
-        return hidden["actor"] if bare else hidden
-
-    return ActingPolicy(
-        step=step,
-        outputs=outputs,
-        initial_hidden=initial_hidden,
-        recurrent=actor.recurrent,
-        observation_size=len(measured),
-        estimates=tuple((s.name, s.output_size) for s in actor.model.stages),
-    )
 
 
 def get_acting_policy(cfg: TrainConfig, params: Any, normalizers: dict[str, NormalizerState]) -> ActingPolicy:

@@ -27,8 +27,9 @@ from strl_jax.envs.tasks import task_family
 from strl_jax.envs.vec_env import VecEnv
 from strl_jax.errors import CheckpointError, ConfigError
 from strl_jax.inference import load_policy
+from strl_jax.mutex_from_runs import load_mutex_run
 from strl_jax.networks.acting import Actor, make_actor
-from strl_jax.networks.mutex import MutexPolicy, load_mutex_run
+from strl_jax.networks.mutex import MutexPolicy
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.evaluation import episode_rollout, locomotion_summary
 

@@ -16,10 +16,10 @@ import jax
 import numpy as np
 
 from strl_jax.buffers.motion_files import trajectory_files
+from strl_jax.checkpoints.orbax_checkpoints import CHECKPOINT_DIR
 from strl_jax.collect import main as collect_main
 from strl_jax.configs.loader import resolve_config
 from strl_jax.envs import make_env_from_config
-from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR
 from strl_jax.train_loops.evaluation import deterministic_episodes
 from strl_jax.train_loops.runner import build_programs, train
 

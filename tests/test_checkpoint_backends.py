@@ -22,9 +22,7 @@ import orbax.checkpoint as ocp
 import pytest
 from test_checkpoint_resume import assert_trees_equal, read_rows, without_time
 
-from strl_jax.configs.loader import resolve_config
-from strl_jax.train import main as train_main
-from strl_jax.train_loops.checkpoint import (
+from strl_jax.checkpoints.orbax_checkpoints import (
     CHECKPOINT_DIR,
     CheckpointError,
     CheckpointMismatchError,
@@ -36,7 +34,9 @@ from strl_jax.train_loops.checkpoint import (
     restore_checkpoint,
     save_checkpoint,
 )
-from strl_jax.train_loops.logging import RunLogger
+from strl_jax.configs.loader import resolve_config
+from strl_jax.train import main as train_main
+from strl_jax.train_loops.run_logger import RunLogger
 from strl_jax.train_loops.runner import build_programs, run_keys, train
 
 N = 3  # iterations of the uninterrupted runs; the split runs stop after 1 and resume

@@ -22,9 +22,7 @@ import numpy as np
 import pytest
 from tiny_config import tiny
 
-from strl_jax.configs.loader import config_to_dict, resolve_config
-from strl_jax.train import main as train_main
-from strl_jax.train_loops.checkpoint import (
+from strl_jax.checkpoints.orbax_checkpoints import (
     CheckpointError,
     CheckpointMismatchError,
     CheckpointWarning,
@@ -34,7 +32,9 @@ from strl_jax.train_loops.checkpoint import (
     restore_checkpoint,
     save_checkpoint,
 )
-from strl_jax.train_loops.logging import RunLogger
+from strl_jax.configs.loader import config_to_dict, resolve_config
+from strl_jax.train import main as train_main
+from strl_jax.train_loops.run_logger import RunLogger
 from strl_jax.train_loops.runner import build_programs, run_keys, train
 
 K = 3  # the split runs stop after K iterations and resume for K more
@@ -392,7 +392,7 @@ def test_named_damage_falls_back_to_the_step_before(two_steps, name):
 
 def test_a_bug_while_restoring_is_not_taken_for_damage(two_steps, monkeypatch):
     """Any other failure propagates with its cause: resuming from an older step would hide it."""
-    import strl_jax.train_loops.checkpoint as checkpoint_module
+    import strl_jax.checkpoints.orbax_checkpoints as checkpoint_module
 
     def broken(*args, **kwargs):
         raise KeyError("a restore bug")

@@ -16,15 +16,15 @@ import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from strl_jax.agents.schedules import make_schedule
+from strl_jax.agents.coefficient_schedules import make_schedule
 from strl_jax.buffers.motion_files import trajectory_files, write_json_atomic
+from strl_jax.checkpoints.orbax_checkpoints import CHECKPOINT_DIR, open_manager, save_checkpoint
 from strl_jax.configs import config_to_dict, resolve_config
 from strl_jax.dagger import dagger, draw_mask, teacher_act_schedule
 from strl_jax.dagger import main as dagger_main
 from strl_jax.envs import make_env_from_config
 from strl_jax.errors import ConfigError
 from strl_jax.inference import init_policy_state, load_policy
-from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR, open_manager, save_checkpoint
 
 EPISODE_LENGTH = 20
 SMALL = [

@@ -11,12 +11,12 @@ import warnings
 import pytest
 from tiny_config import tiny
 
+from strl_jax.checkpoints.orbax_checkpoints import CHECKPOINT_DIR
 from strl_jax.configs.loader import resolve_config
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.errors import DivergenceWarning, NonFiniteError
 from strl_jax.train import EXIT_NON_FINITE
 from strl_jax.train import main as train_main
-from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR
 from strl_jax.train_loops.divergence import KL_FACTOR, STD_FACTOR, VALUE_FACTOR, diverged
 from strl_jax.train_loops.population import POPULATION_FILE
 from strl_jax.train_loops.runner import train

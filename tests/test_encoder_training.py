@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from tiny_config import tiny
 
+from strl_jax.checkpoints.orbax_checkpoints import load_params_and_normalizers
 from strl_jax.configs.loader import resolve_config
 from strl_jax.errors import ConfigError
 from strl_jax.play import main as play_main
 from strl_jax.train import main as train_main
-from strl_jax.train_loops.checkpoint import load_params_and_normalizers
 from strl_jax.train_loops.runner import build_programs, run_keys, train
 
 NAMED = [

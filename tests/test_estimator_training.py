@@ -14,6 +14,12 @@ import onnxruntime as ort
 import pytest
 from tiny_config import tiny
 
+from strl_jax.checkpoints.orbax_checkpoints import (
+    CHECKPOINT_DIR,
+    open_manager,
+    restore_checkpoint,
+    save_checkpoint,
+)
 from strl_jax.configs import ConfigError
 from strl_jax.configs.loader import config_to_dict, resolve_config
 from strl_jax.envs import make_env_from_config
@@ -24,8 +30,7 @@ from strl_jax.networks.normalizer import init_normalizer, normalize, normalize_g
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.play import main as play_main
 from strl_jax.train import main as train_main
-from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR, open_manager, restore_checkpoint, save_checkpoint
-from strl_jax.train_loops.learners import make_learner
+from strl_jax.train_loops.learner_builder import make_learner
 from strl_jax.train_loops.runner import train
 
 K = 6

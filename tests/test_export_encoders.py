@@ -27,8 +27,8 @@ from strl_jax.export import (
     onnx_policy_model,
 )
 from strl_jax.export import main as export_main
-from strl_jax.inference import LoadedPolicy, acting_policy
-from strl_jax.networks.acting import make_actor
+from strl_jax.inference import LoadedPolicy
+from strl_jax.networks.acting import acting_policy, make_actor
 from strl_jax.networks.conv2d import NONLINEARITIES, Conv2dHeadModel
 from strl_jax.networks.normalizer import NormalizerState
 from strl_jax.networks.policy import make_policy_model

@@ -1,5 +1,6 @@
-"""The package's import graph has no loops, and no strl_jax import hides inside a function (the
-usual way to dodge a loop): checked from the source, without importing anything."""
+"""The package's import graph has no loops, no strl_jax import hides inside a function (the usual
+way to dodge a loop), and every import points down the layer table: checked from the source,
+without importing anything."""
 
 from __future__ import annotations
 
@@ -66,3 +67,62 @@ def test_no_import_loops_and_no_function_local_imports():
     for node in sorted(graph):
         if node not in state:
             visit(node, [node])
+
+
+# The package's layers, lowest first; the comment on each row says what it builds on.
+LAYERS = (
+    # the errors a user can act on
+    ("errors",),
+    # helpers that know nothing of policies or environments
+    ("collectives", "static_take", "user_functions", "xla_cpu", "onnx_graph"),
+    # rollout storage and pure networks (flax modules, distributions, normalisers, the mutex switch)
+    ("buffers", "networks"),
+    # computing only the rows a mask selects (over buffers' column selection); checkpoint files
+    # of the networks' parameters (torch layouts convert through networks.conv2d)
+    ("masked_rows", "checkpoints"),
+    # batched environments (their resets run through masked_rows)
+    ("envs",),
+    # algorithms: losses and parts over networks, buffers and env observations (AMP frames)
+    ("agents",),
+    # typed configs, checked against the algorithm table, the envs and the networks
+    ("configs",),
+    # a finished run's policy, rebuilt from its stored config and checkpoint
+    ("inference",),
+    # training (a teacher is a finished run's policy); mutex policies switching finished runs
+    ("train_loops", "mutex_from_runs"),
+    # commands: python -m strl_jax.<name>
+    ("train", "play", "collect", "export", "plot"),
+    # commands built on other commands (dagger collects, deploy exports)
+    ("dagger", "deploy"),
+)
+
+
+def layer_unit(name: str) -> str | None:
+    """The row member a module belongs to: its subpackage or top-level module (None: the package
+    itself, which every module's import runs first anyway)."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def test_imports_point_down_the_layers():
+    """A module imports only from its own subpackage (or module) and from earlier rows of `LAYERS`;
+    the members of one row do not import each other. So each layer can be used, read and tested
+    without the ones above it: the networks and buffers without configs or envs, a finished run's
+    policy (inference, export, deploy) without the training loop, and training without the
+    commands. A new subpackage or top-level module has to be placed in the table."""
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    known = set(files)
+    rank = {unit: i for i, row in enumerate(LAYERS) for unit in row}
+    units = {layer_unit(name) for name in files} - {None}
+    assert units <= set(rank), f"place these in LAYERS: {sorted(units - set(rank))}"
+    upward = []
+    for name, path in sorted(files.items()):
+        source = layer_unit(name)
+        if source is None:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            for target in imported_modules(node, known):
+                unit = layer_unit(target)
+                if unit is not None and unit != source and rank[unit] >= rank[source]:
+                    upward.append(f"{name} -> {target}")
+    assert not upward, "imports that do not point down LAYERS: " + ", ".join(sorted(set(upward)))

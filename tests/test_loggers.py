@@ -15,8 +15,8 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from strl_jax.errors import ConfigError
-from strl_jax.train_loops import log_writers
-from strl_jax.train_loops.logging import RunLogger, progress_bar, progress_text, row_scalars
+from strl_jax.train_loops import remote_writers
+from strl_jax.train_loops.run_logger import RunLogger, progress_bar, progress_text, row_scalars
 
 SECTIONS = {"surrogate": "Loss", "learning_rate": "Loss"}
 CONFIG = {"seed": 3, "algorithm": {"learning_rate": 0.001, "gamma": 0.99}, "runner": {"logger": "wandb"}}
@@ -142,7 +142,7 @@ def test_wandb_offline_run_writes_files(wandb_env, monkeypatch, capsys):
     assert "wandb:" not in out + err  # wandb's own banner and summary stay quiet
     (run_dir,) = offline_runs(log_dir)
     run = read_run(run_dir)
-    assert run["id"] == (log_dir / log_writers.WANDB_ID_FILE).read_text().strip()
+    assert run["id"] == (log_dir / remote_writers.WANDB_ID_FILE).read_text().strip()
     assert run["config"]["algorithm"] == CONFIG["algorithm"]
     assert run["config"]["log_dir"] == str(log_dir.resolve())
     logged = set(run["history"]) - WANDB_INTERNAL
@@ -174,16 +174,16 @@ def test_wandb_without_credentials_goes_offline_and_resume_keeps_the_run(wandb_e
 
 def test_wandb_mode_follows_credentials(tmp_path):
     home = tmp_path
-    assert log_writers.wandb_mode({}, home) == "offline"
-    assert log_writers.wandb_mode({"WANDB_MODE": "online"}, home) is None
-    assert log_writers.wandb_mode({"WANDB_API_KEY": "x" * 40}, home) is None
+    assert remote_writers.wandb_mode({}, home) == "offline"
+    assert remote_writers.wandb_mode({"WANDB_MODE": "online"}, home) is None
+    assert remote_writers.wandb_mode({"WANDB_API_KEY": "x" * 40}, home) is None
     (home / ".netrc").write_text("machine example.org login a password b\n")
-    assert log_writers.wandb_mode({}, home) == "offline"
+    assert remote_writers.wandb_mode({}, home) == "offline"
     (home / ".netrc").write_text("machine api.wandb.ai login user password " + "k" * 40 + "\n")
-    assert log_writers.wandb_mode({}, home) is None
+    assert remote_writers.wandb_mode({}, home) is None
     other = {"WANDB_BASE_URL": "https://wandb.example.org"}
-    assert log_writers.wandb_mode(other, home) == "offline"
-    assert log_writers.wandb_mode({"NETRC": str(tmp_path / "missing")}, home) == "offline"
+    assert remote_writers.wandb_mode(other, home) == "offline"
+    assert remote_writers.wandb_mode({"NETRC": str(tmp_path / "missing")}, home) == "offline"
 
 
 @pytest.mark.parametrize("backend", ["wandb", "neptune"])
@@ -237,19 +237,19 @@ def test_neptune_offline_run(monkeypatch, tmp_path, capsys):
             assigned[path] = op["file_path"]
     assert series["Train/mean_reward"] == [(1, 1.0), (2, 2.0), (3, 3.0)]
     assert series["Train/mean_reward_env_steps"] == [(STEPS, 1.0), (2 * STEPS, 2.0), (3 * STEPS, 3.0)]
-    tags = {log_writers.neptune_path(tag) for tag in expected_tags()}
+    tags = {remote_writers.neptune_path(tag) for tag in expected_tags()}
     assert tags <= set(series)
     assert assigned["config/algorithm/learning_rate"] == 0.001
     assert assigned["files/git/strl_jax_diff"] == str(diff.resolve())
 
 
 def test_neptune_names():
-    assert log_writers.neptune_path("Train/mean_reward/env_steps") == "Train/mean_reward_env_steps"
-    assert log_writers.neptune_path("Loss/surrogate") == "Loss/surrogate"
-    assert log_writers.neptune_project("strl_jax", {"NEPTUNE_USERNAME": "me"}) == "me/strl_jax"
-    assert log_writers.neptune_project("team/strl_jax", {"NEPTUNE_USERNAME": "me"}) == "team/strl_jax"
-    assert log_writers.neptune_mode({}) == "offline"
-    assert log_writers.neptune_mode({"NEPTUNE_API_TOKEN": "t"}) is None
+    assert remote_writers.neptune_path("Train/mean_reward/env_steps") == "Train/mean_reward_env_steps"
+    assert remote_writers.neptune_path("Loss/surrogate") == "Loss/surrogate"
+    assert remote_writers.neptune_project("strl_jax", {"NEPTUNE_USERNAME": "me"}) == "me/strl_jax"
+    assert remote_writers.neptune_project("team/strl_jax", {"NEPTUNE_USERNAME": "me"}) == "team/strl_jax"
+    assert remote_writers.neptune_mode({}) == "offline"
+    assert remote_writers.neptune_mode({"NEPTUNE_API_TOKEN": "t"}) is None
 
 
 # --- TensorBoard and the console ----------------------------------------------------------------

@@ -12,22 +12,26 @@ import pytest
 import yaml
 from flax import struct
 
+from strl_jax.checkpoints.orbax_checkpoints import (
+    CHECKPOINT_DIR,
+    close_manager,
+    open_manager,
+    save_checkpoint,
+)
 from strl_jax.configs.loader import config_to_dict, resolve_config
 from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.errors import ConfigError
-from strl_jax.inference import acting_policy, init_policy_state
+from strl_jax.inference import init_policy_state
+from strl_jax.mutex_from_runs import load_mutex_policy, load_sub_policies, run_action_scale
+from strl_jax.networks.acting import acting_policy
 from strl_jax.networks.mutex import (
     MutexConfig,
-    load_mutex_policy,
-    load_sub_policies,
     mutex_config,
     mutex_policy,
     non_selected_resets,
     policy_selection,
-    run_action_scale,
     sub_observation,
 )
-from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR, close_manager, open_manager, save_checkpoint
 from tests.tiny_config import tiny
 
 NAMED = "env.obs_groups={policy: {x: [0], last_action: [1], command: [2], v: [3]}}"
@@ -510,7 +514,7 @@ def replay(policy, obs: np.ndarray):
 
 def test_collect_records_the_switchs_actions(switch_yaml, tmp_path):
     from strl_jax.collect import main as collect_main
-    from strl_jax.networks.mutex import load_mutex_run
+    from strl_jax.mutex_from_runs import load_mutex_run
 
     out = tmp_path / "demo"
     argv = [
@@ -546,7 +550,7 @@ def test_export_cli_writes_the_whole_switch(switch_yaml, tmp_path, capsys):
 
     from strl_jax.export import load_jax_policy
     from strl_jax.export import main as export_main
-    from strl_jax.networks.mutex import load_mutex_run
+    from strl_jax.mutex_from_runs import load_mutex_run
 
     out = tmp_path / "exported"
     assert export_main([str(switch_yaml), "--out", str(out)]) == 0

@@ -27,7 +27,7 @@ from strl_jax.agents.parts import (
 )
 from strl_jax.configs.loader import resolve_config
 from strl_jax.networks.mlp import MLP
-from strl_jax.train_loops.learners import PART_BUILDERS
+from strl_jax.train_loops.learner_builder import PART_BUILDERS
 from strl_jax.train_loops.runner import train
 
 PREDICTOR = MLP(hidden_dims=(8,), output_dim=1)

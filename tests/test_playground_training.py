@@ -23,11 +23,11 @@ from test_checkpoint_resume import assert_trees_equal, without_time  # noqa: E40
 
 from strl_jax.buffers.motion_files import read_metadata, trajectory_files  # noqa: E402
 from strl_jax.buffers.rollout_dataset import load_dataset_arrays, pretrain_settings  # noqa: E402
+from strl_jax.checkpoints.orbax_checkpoints import open_manager, restore_checkpoint  # noqa: E402
 from strl_jax.collect import main as collect_main  # noqa: E402
 from strl_jax.configs.loader import resolve_config  # noqa: E402
 from strl_jax.play import main as play_main  # noqa: E402
 from strl_jax.train import main as train_main  # noqa: E402
-from strl_jax.train_loops.checkpoint import open_manager, restore_checkpoint  # noqa: E402
 from strl_jax.train_loops.runner import build_programs, run_keys, train  # noqa: E402
 
 TASK = "Go1JoystickFlatTerrain"

@@ -17,7 +17,7 @@ from strl_jax.networks.actor_critic_recurrent import ActorCriticRecurrent
 from strl_jax.networks.gaussian import gaussian_log_prob
 from strl_jax.networks.normalizer import normalize_groups
 from strl_jax.networks.policy import PolicyModel
-from strl_jax.train_loops.learners import make_learner
+from strl_jax.train_loops.learner_builder import make_learner
 
 T, B, D, H, L, A = 9, 6, 3, 5, 2, 2
 

@@ -17,18 +17,18 @@ from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 from tiny_config import tiny
 
+from strl_jax.checkpoints import torch_checkpoints
+from strl_jax.checkpoints.manipulators import copy_overlap
+from strl_jax.checkpoints.torch_checkpoints import load_torch_params_and_normalizers
 from strl_jax.configs.loader import resolve_config
 from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
 from strl_jax.errors import CheckpointMismatchError, ConfigError
 from strl_jax.export import main as export_main
-from strl_jax.inference import PolicyState, acting_policy, load_policy
-from strl_jax.networks.acting import make_actor
+from strl_jax.inference import PolicyState, load_policy
+from strl_jax.networks.acting import acting_policy, make_actor
 from strl_jax.networks.normalizer import NormalizerState, normalize
 from strl_jax.networks.policy import make_policy_model
-from strl_jax.train_loops import torch_checkpoints
-from strl_jax.train_loops.ckpt_manipulators import copy_overlap
 from strl_jax.train_loops.runner import train
-from strl_jax.train_loops.torch_checkpoints import load_torch_params_and_normalizers
 
 POLICY_OBS, CRITIC_OBS, ACT, ENVS = 5, 7, 3, 4
 TOL = dict(rtol=1e-5, atol=1e-5)

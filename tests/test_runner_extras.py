@@ -14,14 +14,14 @@ import pytest
 from tiny_config import tiny
 
 import strl_jax
-from strl_jax.configs.loader import resolve_config
-from strl_jax.train import main as train_main
-from strl_jax.train_loops.checkpoint import (
+from strl_jax.checkpoints.manipulators import copy_overlap
+from strl_jax.checkpoints.orbax_checkpoints import (
     CheckpointMismatchError,
     as_nested_dict,
     load_params_and_normalizers,
 )
-from strl_jax.train_loops.ckpt_manipulators import copy_overlap
+from strl_jax.configs.loader import resolve_config
+from strl_jax.train import main as train_main
 from strl_jax.train_loops.code_state import repository_root, store_code_state
 from strl_jax.train_loops.runner import build_programs, run_keys, train
 
@@ -109,7 +109,7 @@ def test_manipulator_maps_a_first_layer_onto_a_wider_input(full_run, tmp_path, c
         np.asarray(full_run.train_state.normalizers["policy"].mean),
     )
 
-    manipulator = "runner.ckpt_manipulator=strl_jax.train_loops.ckpt_manipulators:copy_overlap"
+    manipulator = "runner.ckpt_manipulator=strl_jax.checkpoints.manipulators:copy_overlap"
     load = ["--load", str(full_run.log_dir), "--quiet", *GROWN]
     assert (
         train_main([*load, manipulator, "runner.max_iterations=2", "--log_dir", str(tmp_path / "grown")]) == 0

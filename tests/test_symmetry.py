@@ -20,6 +20,7 @@ from tiny_config import tiny
 
 from strl_jax.agents.ppo import MinibatchInputs, PPOBatch, make_optimizer, ppo_loss
 from strl_jax.agents.symmetry import SymmetryEnv, SymmetryPart, copies
+from strl_jax.checkpoints.torch_checkpoints import rsl_rl_state_dicts
 from strl_jax.configs import ConfigError, resolve_config
 from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
 from strl_jax.envs import symmetry as mirrors
@@ -28,7 +29,6 @@ from strl_jax.networks.normalizer import NormalizerState, normalize_groups
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.learner import POLICY, Learner
 from strl_jax.train_loops.runner import train
-from strl_jax.train_loops.torch_checkpoints import rsl_rl_state_dicts
 from strl_jax.train_loops.update_rules import PPOUpdate
 
 TOL = dict(rtol=1e-5, atol=1e-5)

@@ -19,15 +19,16 @@ import pytest
 from brax.training.distribution import NormalTanhDistribution
 from tiny_config import tiny
 
+from strl_jax.checkpoints.orbax_checkpoints import CHECKPOINT_DIR
 from strl_jax.configs.loader import resolve_config
 from strl_jax.errors import ConfigError
 from strl_jax.export import load_jax_policy
 from strl_jax.export import main as export_main
-from strl_jax.inference import action_size, get_inference_policy, load_policy
+from strl_jax.inference import get_inference_policy, load_policy
+from strl_jax.networks.acting import action_size
 from strl_jax.networks.actor_critic import ActorCritic
 from strl_jax.networks.gaussian import ActionDistribution, gaussian_kl, tanh_std
 from strl_jax.networks.policy import make_policy_model
-from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR
 from strl_jax.train_loops.population import member_configs
 from strl_jax.train_loops.runner import build_programs, run_keys, train
 

@@ -13,20 +13,20 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from strl_jax.agents.coefficient_schedules import make_schedule
 from strl_jax.agents.distillation import (
     behavior_loss,
     step_order,
 )
 from strl_jax.agents.ppo import MinibatchInputs, ppo_loss
-from strl_jax.agents.schedules import make_schedule
 from strl_jax.agents.tppo import distillation_loss, resample_mask
+from strl_jax.checkpoints.orbax_checkpoints import CHECKPOINT_DIR, open_manager, save_checkpoint
 from strl_jax.configs import ConfigError, config_to_dict, resolve_config
 from strl_jax.envs import make_env_from_config
 from strl_jax.networks.gaussian import gaussian_log_prob
 from strl_jax.networks.normalizer import init_normalizer, normalize
 from strl_jax.networks.policy import make_policy_model
-from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR, open_manager, save_checkpoint
-from strl_jax.train_loops.learners import make_learner
+from strl_jax.train_loops.learner_builder import make_learner
 from strl_jax.train_loops.update_rules import PPOUpdate
 
 # ----------------------------------------------------------------------------- schedules

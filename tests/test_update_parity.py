@@ -31,15 +31,15 @@ from tensordict import TensorDict
 from strl_jax.agents.parts import InitContext
 from strl_jax.buffers.gae import bootstrap_timeouts
 from strl_jax.buffers.transitions import Transition
+from strl_jax.checkpoints.orbax_checkpoints import CHECKPOINT_DIR, open_manager, save_checkpoint
+from strl_jax.checkpoints.torch_checkpoints import rsl_rl_state_dicts
 from strl_jax.configs import ConfigError, config_to_dict, resolve_config
 from strl_jax.configs.rsl_rl_config import RSL_RL_UPDATE
 from strl_jax.envs import make_env_from_config
 from strl_jax.networks.normalizer import init_normalizer, normalize_groups
-from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR, open_manager, save_checkpoint
 from strl_jax.train_loops.learner import POLICY
-from strl_jax.train_loops.learners import make_learner
+from strl_jax.train_loops.learner_builder import make_learner
 from strl_jax.train_loops.state import TrainState
-from strl_jax.train_loops.torch_checkpoints import rsl_rl_state_dicts
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 APPROX = dict(rel=1e-5, abs=1e-5)

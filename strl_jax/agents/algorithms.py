@@ -1,7 +1,7 @@
 """The table of algorithms: each st_rl / rsl_rl algorithm name is an update rule and its parts.
 
 Config validation, the device-split checks, the env's extra observation groups and the learner
-the runner builds all derive from this table (`train_loops.learners` turns a row into parts).
+the runner builds all derive from this table (`train_loops.learner_builder` turns a row into parts).
 A new algorithm is a new row; a new part is a config check here and a builder there.
 """
 

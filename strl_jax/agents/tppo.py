@@ -20,10 +20,10 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from strl_jax.agents.coefficient_schedules import SCHEDULES as SCHEDULE_NAMES
+from strl_jax.agents.coefficient_schedules import Schedule
 from strl_jax.agents.distillation import LOSS_TYPES
 from strl_jax.agents.parts import EnvStep, InitContext, LossContext, Part, StepContext, StepOutput
-from strl_jax.agents.schedules import SCHEDULES as SCHEDULE_NAMES
-from strl_jax.agents.schedules import Schedule
 from strl_jax.agents.teacher import Teacher, TeacherState
 from strl_jax.collectives import env_keys
 from strl_jax.errors import ConfigError

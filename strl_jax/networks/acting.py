@@ -3,21 +3,33 @@
 One function chain for every place a policy acts: the training rollout, evaluation, `play`,
 inference, `collect`, a frozen teacher and export. The policy's memory is only the actor's
 (`{"actor": h}`; `{}` for a feed-forward policy): acting never runs the critic.
+
+`acting_policy` closes an actor over its parameters as the deterministic step on what a robot
+measures (`ActingPolicy`), the one that inference, export, deployment and the mutex's sub-policies
+run.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from strl_jax.networks.encoded_inputs import raw_input_size
 from strl_jax.networks.estimators import StageUnits, raw_estimates
 from strl_jax.networks.normalizer import NormalizerState, normalize
 from strl_jax.networks.policy import Hidden, PolicyModel, reset_hidden_groups
+from strl_jax.static_take import take_static
 
 ACTOR_INPUT = "policy"  # the normaliser (and network input) the actor reads, in its own run's names
+# what `ActingPolicy` carries: the actor's recurrent state ([layers, batch, size] arrays), {} for
+# feed-forward policies
+ActingHidden = Any
+ActingStep = Callable[[jax.Array, ActingHidden], tuple[jax.Array, ActingHidden]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,4 +107,80 @@ def make_actor(model: PolicyModel, cfg: Any, obs_group: str = ACTOR_INPUT) -> Ac
         obs_group=obs_group,
         normalize_obs=cfg.runner.empirical_normalization,
         clip_actions=cfg.env.clip_actions,
+    )
+
+
+def action_size(params: Any) -> int:
+    """Number of action dimensions, read from the learned std (one entry per dimension), or half
+    the actor's outputs where it also outputs the std (`policy.distribution: tanh_gaussian`)."""
+    inner = params["params"]
+    if "std" not in inner and "log_std" not in inner:
+        return int(inner["actor"]["output"]["kernel"].shape[-1]) // 2
+    return int((inner["std"] if "std" in inner else inner["log_std"]).shape[-1])
+
+
+def policy_observation_size(params: Any) -> int:
+    """Width of what the actor's first layer reads: the policy group's observation, with encoded
+    components as their latents (`networks.encoded_inputs.raw_input_size` undoes that)."""
+    inner = params["params"]
+    if "memory_a" in inner:
+        return int(inner["memory_a"]["layer_0"]["weight_ih"].shape[1])
+    first = inner["actor"].get("hidden_0", inner["actor"]["output"])
+    return int(first["kernel"].shape[0])
+
+
+@dataclasses.dataclass(frozen=True)
+class ActingPolicy:
+    """The deterministic policy on what a robot measures: `step(obs, hidden) -> (action, hidden')`.
+
+    `obs` is the policy group's observation `[batch, observation_size]` without the components
+    that estimator stages always replace (none for other policies); `outputs(obs, hidden)` also
+    returns the stages' estimates in the env's units (`estimates`: their names and sizes). The
+    hidden state is `{}` for feed-forward policies, the actor's bare memory for recurrent ones, and
+    `{"actor": ..., <stage>: ...}` when a stage keeps its own memory.
+    """
+
+    step: ActingStep
+    outputs: Callable[[jax.Array, ActingHidden], tuple[jax.Array, dict, ActingHidden]]
+    initial_hidden: Callable[[int], ActingHidden]
+    recurrent: bool
+    observation_size: int
+    estimates: tuple[tuple[str, int], ...] = ()
+
+
+def acting_policy(
+    actor: Actor, params: Any, normalizers: dict[str, NormalizerState], obs_size: int | None = None
+) -> ActingPolicy:
+    """`actor`'s deterministic step on the measured observation array (for export and deployment)."""
+    if obs_size is None:
+        obs_size = raw_input_size(policy_observation_size(params), actor.model.encoders)
+    measured = actor.model.measured_indices(obs_size)
+    # The full observation from the measured one; entries a stage replaces get a placeholder.
+    source = np.zeros(obs_size, np.int32)
+    source[measured] = np.arange(len(measured))
+    complete = len(measured) == obs_size
+    bare = actor.recurrent and set(actor.initial_hidden(1)) == {"actor"}
+
+    def outputs(obs: jax.Array, hidden: ActingHidden) -> tuple[jax.Array, dict, ActingHidden]:
+        memory = {"actor": hidden} if bare else hidden
+        full = obs if complete else take_static(obs, source)
+        mean, _, memory, estimates = actor.forward(params, normalizers, {actor.obs_group: full}, memory)
+        estimates = actor.raw_estimates(normalizers, estimates)
+        return actor.mode(mean), estimates, memory["actor"] if bare else memory
+
+    def step(obs: jax.Array, hidden: ActingHidden) -> tuple[jax.Array, ActingHidden]:
+        actions, _, hidden = outputs(obs, hidden)
+        return actions, hidden
+
+    def initial_hidden(batch: int) -> ActingHidden:
+        hidden = actor.initial_hidden(batch)
+        return hidden["actor"] if bare else hidden
+
+    return ActingPolicy(
+        step=step,
+        outputs=outputs,
+        initial_hidden=initial_hidden,
+        recurrent=actor.recurrent,
+        observation_size=len(measured),
+        estimates=tuple((s.name, s.output_size) for s in actor.model.stages),
     )

@@ -2,9 +2,10 @@
 
 `ActorCriticMutex`, `ActorCriticFieldMutex` and `ActorCriticClimbMutex` are configurations of one
 acting function here (`MutexConfig.class_name`), not classes. Each sub-policy is a finished strl_jax
-run rebuilt from its own stored config and checkpoint (`inference.load_policy`). Sub-policies whose
-networks have the same structure are stacked and evaluated in one `vmap`; the others are evaluated
-one by one inside the same jitted step, so a step is one call whatever the mix.
+run rebuilt from its own stored config and checkpoint (`SubPolicy`; `strl_jax.mutex_from_runs`
+loads them and the mutex config). Sub-policies whose networks have the same structure are stacked
+and evaluated in one `vmap`; the others are evaluated one by one inside the same jitted step, so a
+step is one call whatever the mix.
 
 Per step (st_rl `ActorCriticFieldMutex.act_inference`):
 
@@ -24,30 +25,22 @@ Where st_rl rewrites one shared observation by the selected sub-policy, each sub
 own rewritten copy: identical for the selected one, and in the others' own units for the rest.
 
 The step is written without scatters so that `strl_jax.export` can write the whole switch as ONNX.
-`MutexActor` gives it an `Actor`'s acting interface (collection); a config's `skill_selection`
-section sets the selection component from a schedule (`strl_jax.envs.skill_selection`).
+`MutexActor` gives it an `Actor`'s acting interface (collection).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import yaml
 from flax import struct
 
-from strl_jax.configs.loader import config_from_dict, config_to_dict, deep_merge
-from strl_jax.envs.playground_components import playground_default_config
-from strl_jax.envs.skill_selection import skill_schedule, with_skill_selection
-from strl_jax.envs.tasks import make_env_from_config, task_family
 from strl_jax.errors import ConfigError
-from strl_jax.inference import acting_policy, action_size, load_policy
-from strl_jax.networks.acting import Actor
+from strl_jax.networks.acting import Actor, acting_policy, action_size
 from strl_jax.networks.memory import reset_hidden
 from strl_jax.networks.policy_classes import MUTEX_CLASS_NAMES
 from strl_jax.static_take import take_static
@@ -215,37 +208,6 @@ def command_value(value: Any, where: str) -> float | tuple[float, float]:
             raise ConfigError(f"{where}={value!r}: give a number or a [low, high] range")
         return (float(value[0]), float(value[1]))
     return float(value)
-
-
-def run_action_scale(cfg: Any) -> float | tuple[float, ...]:
-    """The action scale a run trained with (st_rl `control.action_scale`): its Playground task's
-    `action_scale` (overridden in `env.playground` or the task default), 1.0 for Brax tasks."""
-    value = cfg.env.playground.get("action_scale")
-    if value is None:
-        if task_family(cfg.env.task) != "playground":
-            return 1.0
-        value = playground_default_config(cfg.env.task).get("action_scale", 1.0)
-    return tuple(float(v) for v in value) if isinstance(value, list | tuple) else float(value)
-
-
-def load_sub_policies(paths: Sequence[str], checkpoints: Sequence[int | None]) -> list[SubPolicy]:
-    """Each run rebuilt from its own stored config and checkpoint."""
-    subs = []
-    for path, checkpoint in zip(paths, checkpoints, strict=True):
-        loaded = load_policy(path, checkpoint)
-        layout = loaded.env.components.get("policy")
-        subs.append(
-            SubPolicy(
-                actor=loaded.actor,
-                obs_size=loaded.observation_size,
-                params=loaded.params,
-                normalizers=loaded.normalizers,
-                layout=tuple(layout) if layout else None,
-                action_scale=run_action_scale(loaded.cfg),
-                run_cfg=loaded.cfg,
-            )
-        )
-    return subs
 
 
 def sub_input(layout: Layout, sub: SubPolicy, index: int) -> tuple[tuple[int, ...], Layout]:
@@ -581,71 +543,3 @@ def default_layout(cfg: MutexConfig, subs: Sequence[SubPolicy]) -> Layout:
     n = len(subs)
     size = cfg.selection_offset + n - int(cfg.class_name == "ActorCriticClimbMutex") + 1
     return (*subs[0].layout, (cfg.selection_component, size))
-
-
-def read_source(source: Mapping[str, Any] | str | Path) -> Mapping[str, Any]:
-    if isinstance(source, Mapping):
-        return source
-    data = yaml.safe_load(Path(source).read_text())
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{str(source)!r} holds no mutex config (a mapping with a policy section)")
-    return data
-
-
-def load_subs(cfg: MutexConfig) -> list[SubPolicy]:
-    paths = list(cfg.sub_policy_paths)
-    if cfg.jump_down_policy_path is not None:
-        paths.append(cfg.jump_down_policy_path)
-    checkpoints = list(cfg.checkpoints) if cfg.checkpoints is not None else [None] * len(paths)
-    if len(checkpoints) != len(paths):
-        raise ConfigError(f"checkpoints needs one entry per sub-policy ({len(paths)}): {checkpoints}")
-    return load_sub_policies(paths, checkpoints)
-
-
-def load_mutex_policy(source: Mapping[str, Any] | str | Path, layout: Layout | None = None) -> MutexPolicy:
-    """A mutex policy from a config dict, or a YAML file, naming the sub-policy runs
-    (`policy.class_name` one of `MUTEX_CLASSES`, `policy.sub_policy_paths`, ...)."""
-    cfg = mutex_config(read_source(source))
-    return mutex_policy(cfg, load_subs(cfg), layout)
-
-
-@dataclasses.dataclass(frozen=True)
-class MutexRun:
-    """A mutex policy with the env it executes in and that env's run config."""
-
-    policy: MutexPolicy
-    env: Any  # VecEnv of one env; `env.replace(num_envs=n)` for more
-    cfg: Any  # TrainConfig: the first sub-policy's, with the mutex config's `env` section over it
-
-
-def load_mutex_run(source: Mapping[str, Any] | str | Path) -> MutexRun:
-    """A mutex config's policy and executing env: the first sub-policy's run config with the
-    config's own `env` section merged over it; the policy reads that env's `policy` group.
-
-    A `skill_selection` section (`strl_jax.envs.skill_selection`: `segment_steps`, optional
-    per-skill `commands`, `component`, `offset`) appends a scheduled selection component to that
-    group, by default named and laid out as the mutex reads it (`selection_component`,
-    `selection_offset`)."""
-    data = read_source(source)
-    cfg = mutex_config(data)
-    subs = load_subs(cfg)
-    run_cfg = config_from_dict(
-        deep_merge(config_to_dict(subs[0].run_cfg), {"env": dict(data.get("env", {}))})
-    )
-    env = make_env_from_config(run_cfg.env, num_envs=1)
-    if data.get("skill_selection") is not None:
-        schedule = skill_schedule(
-            dict(data["skill_selection"]),
-            len(cfg.sub_policy_paths),
-            component=cfg.selection_component,
-            offset=cfg.selection_offset,
-        )
-        env = with_skill_selection(env, schedule)
-    layout = None if cfg.obs_segments is not None else env.components.get("policy")
-    policy = mutex_policy(cfg, subs, tuple(layout) if layout else None)
-    if policy.observation_size != env.observation_shapes()["policy"][0]:
-        raise ConfigError(
-            f"the mutex reads {policy.observation_size} observation entries; the env's policy group "
-            f"has {env.observation_shapes()['policy'][0]}: check obs_segments against env.obs_groups"
-        )
-    return MutexRun(policy=policy, env=env, cfg=run_cfg)

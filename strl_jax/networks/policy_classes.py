@@ -53,6 +53,7 @@ STAGE_MLP_DEFAULTS = {"hidden_sizes": (128, 64), "nonlinearity": "relu"}  # st_r
 
 
 # st_rl's mutex classes combine finished runs and are not trained: `strl_jax.networks.mutex`
+# (loaded by `strl_jax.mutex_from_runs`)
 MUTEX_CLASS_NAMES = ("ActorCriticMutex", "ActorCriticFieldMutex", "ActorCriticClimbMutex")
 
 
@@ -60,7 +61,7 @@ def policy_class(name: str) -> PolicyClass:
     if name in MUTEX_CLASS_NAMES:
         raise ConfigError(
             f"policy.class_name {name!r} combines finished runs and is not trained here: load it with "
-            "strl_jax.networks.mutex.load_mutex_policy or `python -m strl_jax.play <mutex.yaml>`; "
+            "strl_jax.mutex_from_runs.load_mutex_policy or `python -m strl_jax.play <mutex.yaml>`; "
             f"trainable choices: {list(POLICY_CLASSES)}"
         )
     if name not in POLICY_CLASSES:

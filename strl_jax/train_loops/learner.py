@@ -6,7 +6,7 @@ calls each part's hooks in order and never names one. `update_rule` (`train_loop
 is the optimisation, `PPOUpdate` (minibatch epochs over the rollout) or `BehaviorCloningUpdate`
 (rsl_rl Distillation's truncated BPTT); the learner calls its `update` without asking which it
 is. Which update and which parts an algorithm uses is `agents.algorithms.ALGORITHMS`;
-`train_loops.learners` builds them.
+`train_loops.learner_builder` builds them.
 
 The runner executes `init` and `iteration` per device under `shard_map` (`train_loops.devices`):
 with `axis_name` set, `env` is the device's share of the envs and every reduction over envs

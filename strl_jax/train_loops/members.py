@@ -10,19 +10,18 @@ from typing import Any
 import jax
 import yaml
 
-from strl_jax.configs.loader import config_to_dict
-from strl_jax.configs.schema import TrainConfig
-from strl_jax.errors import ConfigError
-from strl_jax.train_loops.checkpoint import (
+from strl_jax.checkpoints.orbax_checkpoints import (
     CHECKPOINT_DIR,
     CheckpointError,
     close_manager,
     open_manager,
     save_checkpoint,
 )
+from strl_jax.configs.loader import config_to_dict
+from strl_jax.configs.schema import TrainConfig
+from strl_jax.errors import ConfigError
 from strl_jax.train_loops.code_state import store_code_state
 from strl_jax.train_loops.devices import is_primary
-from strl_jax.train_loops.logging import RunLogger
 from strl_jax.train_loops.population import (
     POPULATION_FILE,
     RUNNING,
@@ -33,6 +32,7 @@ from strl_jax.train_loops.population import (
     sweep_settings,
     write_population_file,
 )
+from strl_jax.train_loops.run_logger import RunLogger
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,7 +32,7 @@ from strl_jax.train_loops.devices import (
     shard_programs,
 )
 from strl_jax.train_loops.learner import Learner
-from strl_jax.train_loops.learners import make_learner
+from strl_jax.train_loops.learner_builder import make_learner
 from strl_jax.train_loops.population import (
     MemberLearners,
     is_population,

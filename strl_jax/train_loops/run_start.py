@@ -13,18 +13,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from strl_jax.configs.schema import TrainConfig
-from strl_jax.train_loops.checkpoint import (
+from strl_jax.checkpoints.orbax_checkpoints import (
     CheckpointError,
     as_nested_dict,
     load_params_and_normalizers,
     restore_checkpoint,
     supersede_after,
 )
+from strl_jax.checkpoints.torch_checkpoints import load_torch_params_and_normalizers
+from strl_jax.configs.schema import TrainConfig
 from strl_jax.train_loops.devices import is_primary, local_copy, sync_processes
 from strl_jax.train_loops.members import Member, run_keys
 from strl_jax.train_loops.stages import fresh_stage
-from strl_jax.train_loops.torch_checkpoints import load_torch_params_and_normalizers
 from strl_jax.user_functions import import_function
 
 

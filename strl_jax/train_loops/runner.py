@@ -24,13 +24,12 @@ from typing import Any
 import jax
 import numpy as np
 
+from strl_jax.checkpoints.orbax_checkpoints import CHECKPOINT_DIR, CheckpointError
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.errors import DivergenceError, DivergenceWarning, NonFiniteError
-from strl_jax.train_loops.checkpoint import CHECKPOINT_DIR, CheckpointError
 from strl_jax.train_loops.devices import any_process, is_primary, local_copy
 from strl_jax.train_loops.divergence import diverged, divergence_message
 from strl_jax.train_loops.learner import first_non_finite
-from strl_jax.train_loops.logging import population_summary
 from strl_jax.train_loops.member_logging import log_iteration, printing
 from strl_jax.train_loops.members import (
     Member,
@@ -54,6 +53,7 @@ from strl_jax.train_loops.programs import (
     release_programs,
     training_env,
 )
+from strl_jax.train_loops.run_logger import population_summary
 from strl_jax.train_loops.run_start import initial_state
 from strl_jax.train_loops.stages import advance_stage, pretrain_dataset, pretraining
 
@@ -167,7 +167,7 @@ def train(
 
     `resume=True` continues the run in `log_dir` from its newest readable checkpoint (or
     `checkpoint`); `load` warm-starts params and normalisers from another run's checkpoint, or
-    from an rsl_rl/st_rl `.pt` file (`train_loops.torch_checkpoints`).
+    from an rsl_rl/st_rl `.pt` file (`checkpoints.torch_checkpoints`).
     `runner.max_iterations` counts the whole run; `more_iterations` instead runs that many
     iterations from wherever the run starts (rsl_rl's `learn(num_learning_iterations)`).
 

@@ -1,26 +1,22 @@
 """Load a frozen teacher from another strl_jax run (its config, network and checkpoint).
 
-Checkpoint I/O lives here, beside the checkpoint code, so that `agents/` stays pure: the TPPO and
+The run's policy is read as every finished run's is (`inference.load_policy`), then checked
+against the student's env; loading lives here so that `agents/` stays pure: the TPPO and
 Distillation parts only receive the loaded `Teacher`.
 """
 
 from __future__ import annotations
 
-import types
+import dataclasses
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 
 from strl_jax.agents.teacher import Teacher, TeacherState
-from strl_jax.configs.loader import config_from_dict
 from strl_jax.configs.schema import TrainConfig
-from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.errors import CheckpointError, ConfigError
-from strl_jax.networks.acting import Actor
-from strl_jax.networks.normalizer import init_normalizer
-from strl_jax.networks.policy import make_policy_model
-from strl_jax.train_loops.checkpoint import load_params_and_normalizers, read_checkpoint_meta
+from strl_jax.inference import load_policy
 
 
 def teacher_obs_group(cfg: TrainConfig) -> str:
@@ -46,16 +42,15 @@ def load_teacher(cfg: TrainConfig, obs_shapes: dict[str, tuple[int, ...]], actio
         )
     path = str(Path(spec.checkpoint).expanduser())
     try:
-        meta, _ = read_checkpoint_meta(path)
+        loaded = load_policy(path)
     except CheckpointError as err:
         raise ConfigError(f"{where}: {err}") from None
-    teacher_cfg = config_from_dict(meta["config"])
+    teacher_cfg, teacher_env = loaded.cfg, loaded.env
     if teacher_cfg.policy.class_name != spec.class_name:
         raise ConfigError(
             f"algorithm.teacher_policy.class_name is {spec.class_name!r} but the teacher in {path!r} "
             f"is a {teacher_cfg.policy.class_name!r}"
         )
-    teacher_env = make_env_from_config(teacher_cfg.env, num_envs=1)
     teacher_shapes = teacher_env.observation_shapes()
     group = teacher_obs_group(cfg)
     if group not in obs_shapes:
@@ -73,29 +68,16 @@ def load_teacher(cfg: TrainConfig, obs_shapes: dict[str, tuple[int, ...]], actio
         raise ConfigError(
             f"the teacher in {path!r} has {teacher_env.action_size} actions, the student's env {action_size}"
         )
-    model = make_policy_model(
-        action_size, teacher_cfg.policy, teacher_env.components, teacher_env.component_shapes
-    )
-    abstract = types.SimpleNamespace(
-        params=jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), teacher_shapes)),
-        normalizers=jax.eval_shape(lambda: {k: init_normalizer(s) for k, s in teacher_shapes.items()}),
-    )
-    try:
-        params, normalizers, step = load_params_and_normalizers(path, abstract)
-    except CheckpointError as err:
-        raise ConfigError(f"{where}: {err}") from None
-    actor = Actor(
-        model=model,
-        obs_group=group,
-        normalize_obs=teacher_cfg.runner.empirical_normalization,
-        clip_actions=None,
-    )
+    # its own network and normalisation, reading the student's `group`; its actions stay unclipped
+    # (the env clips what it executes)
+    actor = dataclasses.replace(loaded.actor, obs_group=group, clip_actions=None)
     return Teacher(
         actor=actor,
         from_sample=cfg.algorithm.action_labels_from_sample,
         initial_state=TeacherState(
-            params=jax.tree.map(jnp.asarray, params), normalizers=jax.tree.map(jnp.asarray, normalizers)
+            params=jax.tree.map(jnp.asarray, loaded.params),
+            normalizers=jax.tree.map(jnp.asarray, loaded.normalizers),
         ),
-        source=f"{path} (checkpoint {step})",
+        source=f"{path} (checkpoint {loaded.step})",
         input_layout=tuple(teacher_env.components.get("policy", ())),
     )

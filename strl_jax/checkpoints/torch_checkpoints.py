@@ -31,9 +31,9 @@ from typing import Any
 import jax
 import numpy as np
 
+from strl_jax.checkpoints.orbax_checkpoints import apply_manipulator, fill_from, path_name, tree_signature
 from strl_jax.errors import CheckpointError, CheckpointMismatchError, ConfigError, ExportError
 from strl_jax.networks.conv2d import tensor_to_numpy as numpy_of
-from strl_jax.train_loops.checkpoint import apply_manipulator, fill_from, path_name, tree_signature
 
 LEGACY = "model_state_dict"
 ACTOR, CRITIC = "actor_state_dict", "critic_state_dict"

@@ -14,13 +14,13 @@ import jax
 import numpy as np
 
 from strl_jax.agents.algorithms import AlgorithmSpec, active_parts, algorithm_spec, env_groups
+from strl_jax.agents.coefficient_schedules import make_schedule
 from strl_jax.agents.estimator import EstimatorPart
 from strl_jax.agents.lr_schedulers import make_lr_scheduler
 from strl_jax.agents.motion_prior import make_motion_prior
 from strl_jax.agents.parts import Part
 from strl_jax.agents.ppo import make_optimizer
 from strl_jax.agents.rnd import make_rnd_part
-from strl_jax.agents.schedules import make_schedule
 from strl_jax.agents.symmetry import make_symmetry_part
 from strl_jax.agents.tppo import TeacherPart
 from strl_jax.configs.schema import TrainConfig

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from strl_jax.train_loops.log_writers import make_remote_writer
+from strl_jax.train_loops.remote_writers import make_remote_writer
 
 
 def import_summary_writer() -> type:

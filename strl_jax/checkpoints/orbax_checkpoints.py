@@ -613,7 +613,7 @@ def load_params_and_normalizers(
     For warm starts and export: the newest readable step unless `step` (or a step folder) is given.
     `manipulate` (st_rl's `ckpt_manipulator`) maps the stored `{"params", "normalizers"}` (nested
     dicts of numpy arrays) onto the configured shapes first; its result is what gets checked.
-    (rsl_rl/st_rl `.pt` files: `train_loops.torch_checkpoints.load_torch_params_and_normalizers`.)
+    (rsl_rl/st_rl `.pt` files: `checkpoints.torch_checkpoints.load_torch_params_and_normalizers`.)
     """
     directory, located = locate(path)
     wanted = {"params": abstract_train_state.params, "normalizers": abstract_train_state.normalizers}
