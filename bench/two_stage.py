@@ -67,8 +67,8 @@ TASKS = {
         task: {"config": task, **BRAX, "dataset_steps": 20000}
         for task in ("hopper", "walker2d", "halfcheetah")
     },
-    # 20,000 steps (20 episodes, a few dozen commands) left the pretrained policies falling in 60-85%
-    # of the evaluation episodes at velrmsd 0.69-0.81, after 10 or 50 iterations alike
+    # 20,000 steps (20 episodes, a few dozen commands) left the pretrained policies falling in 63-91%
+    # of the evaluation episodes at velrmsd 0.66-0.81, after 10 or 50 iterations alike
     "Go1JoystickFlatTerrain": {"pretrain": 50, "dataset_steps": 100000},
 }
 GO1_TASK = ("Go1JoystickFlatTerrain",)
