@@ -3,7 +3,9 @@
 A refactor of the learner must not change a single number. This script trains short, seeded runs
 on the pendulum (with checkpoints and evaluation) of PPO, a recurrent PPO, TPPO, Distillation,
 APPO, ATPPO, EstimatorPPO, PPO with RND, PPO with symmetry augmentation and the mirror loss, a
-population of two members and two-stage training (pretraining on a dataset, then RL), and writes
+population of two members and two-stage training (pretraining on a dataset, then RL), plus PPO on
+MuJoCo Playground's Go1JoystickFlatTerrain (domain randomisation, privileged critic, locomotion
+evaluation; needs the `playground` extra; `--only NAME ...` picks runs), and writes
 each run's metrics.jsonl under `--out` (a population: one per member). The teacher, the motion
 dataset and the pretraining dataset come from `--assets`, made once (`prepare`) so both versions
 learn from the same files. `compare` then checks two such folders value by value, times aside.
@@ -101,6 +103,16 @@ def runs(assets: Path) -> dict[str, tuple[str, list[str]]]:
                 "runner.pretrain_iterations=3",
                 f"runner.pretrain_dataset={{data_dir: {assets / 'dataset'}, dataset_loops: -1}}",
             ],
+        ),
+        "playground_go1": (
+            "Go1JoystickFlatTerrain",
+            [
+                *SMALL_MLP,
+                "env.num_envs=16",
+                "runner.num_steps_per_env=8",
+                "algorithm.num_mini_batches=2",
+                "runner.num_eval_envs=4",
+            ],  # fmt: skip
         ),
     }
 
