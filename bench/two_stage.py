@@ -166,7 +166,7 @@ def run_task(task: str, args: argparse.Namespace) -> dict:
             *pretrain_overrides(data, pretrain, args.imitation, args.pretrain_rate),
             *evals,
             f"runner.max_iterations={pretrain + iterations}",
-        ],  # fmt: skip
+        ],
         "RL alone": [*evals, f"runner.max_iterations={iterations}"],
     }
     if args.st_rl_arm:

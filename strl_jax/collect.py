@@ -188,15 +188,13 @@ def load_source(log_dir: str | Path, checkpoint: int | None, sample_actions: boo
     return PolicySource(run.cfg, run.env, MutexActor(run.policy), None, None, None)
 
 
-def make_chunk_rollout(
-    env, actor: Actor | MutexActor, chunk_steps: int, sample_actions: bool, frames: bool = True
-) -> Callable:
+def make_chunk_rollout(env, actor: Actor | MutexActor, chunk_steps: int, sample_actions: bool) -> Callable:
     """Jitted `(params, normalizers, carry, key) -> (carry, per-step arrays [C, N, ...])`.
 
     carry = (env state, observation groups, the actor's hidden state). The per-step arrays hold the
     observation each step acted on, the executed action, reward and terminated/truncated flags;
-    with `frames`, also the AMP frame of each step's observation and of the state the step reached
-    before any reset. Sampled actions draw one key per env and step.
+    where the env observes AMP frames (a Brax task), also the frame of each step's observation and
+    of the state the step reached before any reset. Sampled actions draw one key per env and step.
     """
 
     def rollout(params, normalizers, carry, key):
@@ -213,7 +211,7 @@ def make_chunk_rollout(
                 "terminated": res.terminated,
                 "truncated": res.truncated,
             }
-            if frames:
+            if "amp" in obs:
                 arrays |= {"amp_obs": obs["amp"], "final_amp_obs": res.final_obs["amp"]}
             return arrays
 
@@ -299,7 +297,7 @@ def collect(
     """Collect until the dataset in `out` meets both minimums; returns its metadata.
 
     `amp_obs_components` default: the run's `env.amp_obs_components`, else the task's default; a
-    MuJoCo Playground run records no AMP frames (and refuses `amp_obs_components`)
+    MuJoCo Playground run records no AMP frames (and refuses `amp_obs_components`).
     `max_env_steps` bounds the policy steps per env of this session (a policy that never succeeds
     with `success_traj_only` would otherwise run forever); running out raises
     `CollectionIncomplete` after the trajectories found so far are saved.
@@ -381,7 +379,7 @@ def collect(
         return progress.metadata
     chunk = chunk_steps or min(cfg.env.episode_length, DEFAULT_CHUNK_STEPS)
     actor = loaded.actor
-    rollout = make_chunk_rollout(env, actor, chunk, sample_actions, frames)
+    rollout = make_chunk_rollout(env, actor, chunk, sample_actions)
     reset_key, key = jax.random.split(session_key(seed, len(sessions), progress))
     carry = start_envs(env, actor.initial_hidden(num_envs), reset_key)
     cutter = TrajectoryCutter(num_envs)
