@@ -38,17 +38,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from strl_jax.agents.coefficient_schedules import SCHEDULES, Schedule, make_schedule
-from strl_jax.buffers.motion_files import DATASET_FORMAT, METADATA_FILE, write_json_atomic
+from strl_jax.buffers.motion_files import DATASET_FORMAT
 from strl_jax.checkpoints.orbax_checkpoints import load_params_and_normalizers, read_checkpoint_meta
-from strl_jax.collect import (
-    DEFAULT_CHUNK_STEPS,
+from strl_jax.dataset_sessions import (
+    DatasetSession,
     TrajectoryCutter,
     add_collection_arguments,
-    add_trajectory,
     collection_argument_error,
-    incomplete,
-    open_dataset,
-    session_key,
     start_envs,
     step_arrays,
 )
@@ -235,6 +231,40 @@ class StudentTracker:
         return True
 
 
+def load_pair(
+    training_policy_logdir: str | Path, teacher: str | Path | None, group: str | None, num_envs: int
+) -> tuple[LoadedPolicy, LoadedPolicy, str, Pair]:
+    """`(student, teacher, the teacher's group, both on the student's env)`."""
+    student = load_policy(training_policy_logdir)
+    teacher_run = teacher_run_of(student, teacher)
+    try:
+        teacher_loaded = load_policy(teacher_run)
+    except CheckpointError as err:
+        raise CheckpointError(f"teacher: {err}") from None
+    group = group or teacher_obs_group(student.cfg)
+    return student, teacher_loaded, teacher_run, pair_up(student, teacher_loaded, group, num_envs)
+
+
+class DaggerTensorboard:
+    """`Episode/<stat>` and `Dagger/teacher_act_*` per round against the student's iteration,
+    written to DIR/tensorboard once the first round ends."""
+
+    def __init__(self, out: Path, enabled: bool):
+        self.out, self.enabled, self.writer = out, enabled, None
+
+    def write(self, iteration: int, stats: list[dict[str, float]], p: float, fraction: float) -> None:
+        if not self.enabled:
+            return
+        self.writer = self.writer or SummaryWriter(str(self.out / TENSORBOARD_DIR), flush_secs=10)
+        scalars = {"Dagger/teacher_act_prob": p, "Dagger/teacher_act_fraction": fraction}
+        for tag, value in {**summarize(stats), **scalars}.items():
+            self.writer.add_scalar(tag, value, iteration)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
 def dagger(
     training_policy_logdir: str | Path,
     out: str | Path,
@@ -256,19 +286,13 @@ def dagger(
 
     `log` is called after every round (the student is looked up again before the next one).
     """
-    out = Path(out)
     if action_sample_std < 0:
         raise ConfigError(f"--action_sample_std must be >= 0, got {action_sample_std}")
     schedule = teacher_act_schedule(teacher_act_prob, update_times_scale)
-    student_loaded = load_policy(training_policy_logdir)
-    teacher_run = teacher_run_of(student_loaded, teacher)
-    try:
-        teacher_loaded = load_policy(teacher_run)
-    except CheckpointError as err:
-        raise CheckpointError(f"teacher: {err}") from None
-    group = teacher_obs_group_name or teacher_obs_group(student_loaded.cfg)
-    pair = pair_up(student_loaded, teacher_loaded, group, num_envs)
-    cfg = student_loaded.cfg
+    student, teacher_loaded, teacher_run, pair = load_pair(
+        training_policy_logdir, teacher, teacher_obs_group_name, num_envs
+    )
+    cfg = student.cfg
     identity = {
         "format": DATASET_FORMAT,
         "writer": WRITER,
@@ -278,9 +302,8 @@ def dagger(
         "teacher_run": str(Path(teacher_run).resolve()),
         "training_policy_logdir": str(Path(training_policy_logdir).resolve()),
         "student_obs_group": pair.student.obs_group,
-        "teacher_obs_group": group,
+        "teacher_obs_group": pair.teacher.obs_group,
     }
-    progress = open_dataset(out, identity)
     options = {
         "teacher_act_prob": teacher_act_prob,
         "update_times_scale": update_times_scale,
@@ -290,79 +313,44 @@ def dagger(
         "min_episodes": min_episodes,
         "seed": seed,
     }
-    sessions = list(progress.metadata.get("sessions", []))
-    session = {
-        "teacher_checkpoint": teacher_loaded.step,
-        "options": options,
-        "rounds": [],
-        "added_trajectories": 0,
-        "added_timesteps": 0,
-        "finished_episodes": 0,
-        "env_steps": 0,
-    }
-
-    def metadata() -> dict:
-        return {
-            **progress.metadata,
-            **identity,
-            "episode_length": cfg.env.episode_length,
-            "options": options,
-            "num_trajectories": progress.num_trajectories,
-            "num_timesteps": progress.num_timesteps,
-            "sessions": sessions + [session],
-        }
-
-    if progress.meets(min_timesteps, min_episodes):
-        log(
-            f"{out} already holds {progress.num_trajectories} trajectories / {progress.num_timesteps} "
-            f"steps (targets {min_episodes} / {min_timesteps}); nothing to collect"
-        )
-        return progress.metadata
-    chunk = chunk_steps or min(cfg.env.episode_length, DEFAULT_CHUNK_STEPS)
+    record = {"teacher_checkpoint": teacher_loaded.step, "options": options, "rounds": []}
+    session = DatasetSession.open(
+        Path(out), identity, options, {"episode_length": cfg.env.episode_length}, record
+    )
+    if session.already_full(log):
+        return session.progress.metadata
+    chunk = session.chunk_steps(chunk_steps, cfg.env.episode_length)
     rollout = make_dagger_rollout(pair.env, pair.student, pair.teacher, chunk)
-    tracker = StudentTracker(training_policy_logdir, student_loaded)
+    tracker = StudentTracker(training_policy_logdir, student)
     teacher_arrays = (teacher_loaded.params, teacher_loaded.normalizers)
-    reset_key, key = jax.random.split(session_key(seed, len(sessions), progress))
-    hidden = {
-        name: actor.initial_hidden(num_envs)
-        for name, actor in (("student", pair.student), ("teacher", pair.teacher))
-    }
+    reset_key, key = jax.random.split(session.key(seed))
+    hidden = {name: getattr(pair, name).initial_hidden(num_envs) for name in ("student", "teacher")}
     carry = start_envs(pair.env, hidden, reset_key)
     cutter = TrajectoryCutter(num_envs)
-    keep_teacher_obs = group != pair.student.obs_group
-    writer = None
+    keep_teacher_obs = pair.teacher.obs_group != pair.student.obs_group
+    tensorboard = DaggerTensorboard(session.out, log_to_tensorboard)
     start = time.time()
-    while not progress.meets(min_timesteps, min_episodes):
-        if max_env_steps is not None and session["env_steps"] >= max_env_steps:
-            write_json_atomic(out / METADATA_FILE, metadata())
-            raise incomplete(out, progress, session)
-        round_i = len(session["rounds"])
+    while not session.targets_met():
+        session.check_budget(max_env_steps)
+        round_i = len(session.record["rounds"])
         if round_i:
             tracker.refresh()
         p = float(schedule(tracker.iteration))
         mask_key, chunk_key = jax.random.split(jax.random.fold_in(key, round_i))
         mask = draw_mask(mask_key, p, num_envs)
-        carry, record = rollout(
-            tracker.arrays,
-            teacher_arrays,
-            carry,
-            mask,
-            jnp.float32(action_sample_std),
-            jnp.int32(tracker.iteration),
-            chunk_key,
+        noise, iteration = jnp.float32(action_sample_std), jnp.int32(tracker.iteration)
+        carry, chunk_arrays = rollout(
+            tracker.arrays, teacher_arrays, carry, mask, noise, iteration, chunk_key
         )
-        session["env_steps"] += chunk
+        session.stepped(chunk)
         stats = []
-        for _, _, episode in cutter.feed(jax.device_get(record)):
-            session["finished_episodes"] += 1
+        for _, _, episode in cutter.feed(jax.device_get(chunk_arrays)):
+            session.record["finished_episodes"] += 1
             stats.append(episode_stats(episode))
-            if progress.meets(min_timesteps, min_episodes):
-                continue  # counted in the statistics, not written
-            steps = add_trajectory(out, progress, dagger_arrays(episode, keep_teacher_obs))
-            session["added_trajectories"] += 1
-            session["added_timesteps"] += steps
+            if not session.targets_met():  # episodes past the targets count in the statistics only
+                session.add(dagger_arrays(episode, keep_teacher_obs))
         fraction = float(np.mean(np.asarray(mask)))
-        session["rounds"].append(
+        session.record["rounds"].append(
             {
                 "iteration": tracker.iteration,
                 "teacher_act_prob": p,
@@ -370,20 +358,14 @@ def dagger(
                 "finished_episodes": len(stats),
             }
         )
-        write_json_atomic(out / METADATA_FILE, metadata())
-        if log_to_tensorboard:
-            writer = writer or SummaryWriter(str(out / TENSORBOARD_DIR), flush_secs=10)
-            scalars = {"Dagger/teacher_act_prob": p, "Dagger/teacher_act_fraction": fraction}
-            for tag, value in {**summarize(stats), **scalars}.items():
-                writer.add_scalar(tag, value, tracker.iteration)
+        session.save()
+        tensorboard.write(tracker.iteration, stats, p, fraction)
         log(
             f"[{time.time() - start:6.1f}s] student iteration {tracker.iteration}, teacher acts in "
-            f"{fraction:.0%} of the envs (p={p:.3f}): {progress.num_trajectories}/{min_episodes} "
-            f"trajectories, {progress.num_timesteps}/{min_timesteps} steps"
+            f"{fraction:.0%} of the envs (p={p:.3f}): {session.summary()}"
         )
-    if writer is not None:
-        writer.close()
-    return metadata()
+    tensorboard.close()
+    return session.metadata()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,9 +11,9 @@ import pytest
 from tiny_config import tiny
 
 from strl_jax.buffers.motion_files import load_motion_library, trajectory_files
-from strl_jax.collect import TrajectoryCutter
 from strl_jax.collect import main as collect_main
 from strl_jax.configs.loader import resolve_config
+from strl_jax.dataset_sessions import TrajectoryCutter
 from strl_jax.inference import load_policy
 from strl_jax.train_loops.runner import train
 

@@ -88,8 +88,9 @@ LAYERS = (
     ("configs",),
     # a finished run's policy, rebuilt from its stored config and checkpoint
     ("inference",),
-    # training (a teacher is a finished run's policy); mutex policies switching finished runs
-    ("train_loops", "mutex_from_runs"),
+    # training (a teacher is a finished run's policy); mutex policies switching finished runs;
+    # dataset writing sessions (their stop rules and metadata.json)
+    ("train_loops", "mutex_from_runs", "dataset_sessions"),
     # commands: python -m strl_jax.<name>
     ("train", "play", "collect", "export", "plot"),
     # commands built on other commands (dagger collects, deploy exports)
