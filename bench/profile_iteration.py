@@ -90,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from strl_jax.configs.loader import resolve_config
     from strl_jax.train_loops.learner_builder import make_learner
+    from strl_jax.train_loops.ppo_update import ppo_update
     from strl_jax.train_loops.runner import evaluation_env, training_env
 
     overrides = list(args.overrides)
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     last_values = jax.jit(learner.critic_value)(
         train_state.params, train_state.normalizers, rollout_state.obs, rollout_state.hidden
     )
-    update = jax.jit(learner.ppo_update)
+    update = jax.jit(functools.partial(ppo_update, learner))
     iteration = jax.jit(learner.iteration)
 
     def run_env(rs, key):

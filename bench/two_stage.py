@@ -10,6 +10,9 @@ best deterministic evaluation. Each seed then trains from scratch:
               with the pretraining settings `--imitation` (`imitation_loss_coef`) and
               `--pretrain-rate` (`learning_rate`; 0 leaves the algorithm's adaptive rate, as in
               st_rl), then `--iterations` RL iterations;
+- two-stage + RL imitation  (`--rl-imitation COEF ITERATIONS`, 0 0 leaves it out) the same, with
+              the imitation term carried into the RL iterations (`rl_imitation_coef`, falling
+              linearly to 0 over `rl_imitation_iterations`, `agents.demonstrations`);
 - st_rl rate  (`--st-rl-arm`) the same pretraining with st_rl's rate handling (the adaptive rule
               runs) and the default imitation weight 1, evaluated before any env step only;
 - RL alone    `--iterations` RL iterations.
@@ -24,8 +27,8 @@ ranges), velocity-tracking RMSD and falls.
 For the Brax tasks, the deterministic evaluation return (16 envs) is printed against the env steps
 each arm has taken, so pretraining's iterations count for nothing; also the fraction of the
 expert's return before any env step, the lowest learning rate of the pretraining iterations,
-whether two-stage stays ahead of RL alone at every evaluation until both have reached the expert's
-return, and the time each arm took.
+whether each two-stage arm stays ahead of RL alone at every evaluation until both have reached the
+expert's return, and the time each arm took. An expert already trained in `--out` is reused.
 
     python bench/two_stage.py --out /tmp/two_stage          # hopper, walker2d, halfcheetah; seeds 1-3
     python bench/two_stage.py --tasks Go1JoystickFlatTerrain --out /tmp/two_stage_go1
@@ -35,6 +38,7 @@ return, and the time each arm took.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -97,6 +101,14 @@ def parse_args() -> argparse.Namespace:
     p.add_argument(
         "--pretrain-rate", type=float, default=3e-4, help="pretraining's learning_rate (0: adaptive)"
     )
+    p.add_argument(
+        "--rl-imitation",
+        type=float,
+        nargs=2,
+        default=[100.0, 80],
+        metavar=("COEF", "ITERATIONS"),
+        help="rl_imitation_coef and rl_imitation_iterations of the '+ RL imitation' arm (0 0: no such arm)",
+    )
     p.add_argument("--st-rl-arm", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--go1-eval-envs", type=int, default=32, help="Go1 evaluation envs")
     p.add_argument("--out", type=Path, default=Path("/tmp/two_stage"))
@@ -109,8 +121,11 @@ def brax_expert(task: str, root: Path, iterations: int) -> tuple[Path, float]:
     overrides = ["env.num_envs=256", f"runner.max_iterations={iterations}", "runner.eval_interval=10",
                  "runner.save_interval=10", "runner.max_checkpoints_to_keep=0", "runner.print_interval=1000",
                  "seed=1"]  # fmt: skip
-    result = train(resolve_config(task, overrides=overrides), root, verbose=False)
-    best, iteration = max((r["eval_reward"], -r["iteration"]) for r in result.rows if "eval_reward" in r)
+    if (root / "metrics.jsonl").is_file() and (root / CHECKPOINT_DIR).is_dir():
+        rows = [json.loads(line) for line in (root / "metrics.jsonl").read_text().splitlines()]
+    else:
+        rows = train(resolve_config(task, overrides=overrides), root, verbose=False).rows
+    best, iteration = max((r["eval_reward"], -r["iteration"]) for r in rows if "eval_reward" in r)
     return root / CHECKPOINT_DIR / str(-iteration), float(best)
 
 
@@ -119,9 +134,13 @@ def curve(rows: list[dict]) -> dict[int, float]:
     return {r["env_steps"]: r["eval_reward"] for r in rows if "eval_reward" in r}
 
 
-def pretrain_overrides(data: Path, pretrain: int, imitation: float, rate: float) -> list[str]:
+def pretrain_overrides(
+    data: Path, pretrain: int, imitation: float, rate: float, rl_imitation: tuple = (0, 0)
+) -> list[str]:
     settings = f"data_dir: {data}, dataset_loops: -1, imitation_loss_coef: {imitation}"
     settings += f", learning_rate: {rate}" if rate > 0 else ""
+    coef, iterations = rl_imitation
+    settings += f", rl_imitation_coef: {coef}, rl_imitation_iterations: {int(iterations)}" if coef > 0 else ""
     return [f"runner.pretrain_iterations={pretrain}", f"runner.pretrain_dataset={{{settings}}}"]
 
 
@@ -169,6 +188,15 @@ def run_task(task: str, args: argparse.Namespace) -> dict:
         ],
         "RL alone": [*evals, f"runner.max_iterations={iterations}"],
     }
+    if args.rl_imitation[0] > 0:
+        rl_imitation = pretrain_overrides(
+            data, pretrain, args.imitation, args.pretrain_rate, args.rl_imitation
+        )
+        arms["two-stage + RL imitation"] = [
+            *rl_imitation,
+            *evals,
+            f"runner.max_iterations={pretrain + iterations}",
+        ]
     if args.st_rl_arm:
         once = [f"runner.eval_interval={pretrain}", f"runner.max_iterations={pretrain}"]
         arms["st_rl rate"] = [*pretrain_overrides(data, pretrain, 1.0, 0.0), *once]
@@ -193,8 +221,12 @@ def run_task(task: str, args: argparse.Namespace) -> dict:
         "times": times,
         "lowest_pretraining_rate": lowest_rate,
         "ahead_until_expert": {
-            seed: stays_ahead(curves["two-stage"][seed], curves["RL alone"][seed], expert_return)
-            for seed in args.seeds
+            arm: {
+                seed: stays_ahead(curves[arm][seed], curves["RL alone"][seed], expert_return)
+                for seed in args.seeds
+            }
+            for arm in arms
+            if arm.startswith("two-stage")
         },
     }
 
@@ -268,9 +300,9 @@ def report(task: str, r: dict) -> str:
             seeds = ", ".join(map(str, by_seed))
             lines.append(f"{arm}: before any env step {shares} of the expert's return (seeds {seeds}); "
                          f"lowest pretraining rate {rates}")  # fmt: skip
-    ahead = r["ahead_until_expert"]
-    lines.append(f"two-stage ahead of RL alone until both reach the expert's return: "
-                 f"{sum(ahead.values())} of {len(ahead)} seeds")  # fmt: skip
+    for arm, ahead in r["ahead_until_expert"].items():
+        lines.append(f"{arm} ahead of RL alone until both reach the expert's return: "
+                     f"{sum(ahead.values())} of {len(ahead)} seeds")  # fmt: skip
     return "\n".join(lines)
 
 

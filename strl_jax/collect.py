@@ -165,6 +165,33 @@ def recording_env(loaded: PolicySource, num_envs: int, amp_obs_components: Seque
     return loaded.env.replace(num_envs=num_envs), ()
 
 
+def open_collection(
+    out: Path, loaded: PolicySource, env: Any, components: tuple, options: dict, log_dir: str | Path
+) -> DatasetSession:
+    """The session of a recording into `out`: a continued dataset must share the task, backend,
+    AMP frame components and frame duration."""
+    cfg = loaded.cfg
+    identity = {
+        "format": DATASET_FORMAT,
+        "writer": WRITER,
+        "task": cfg.env.task,
+        "backend": cfg.env.backend,
+        "amp_obs_components": list(components),
+        "frame_duration": env.dt,
+    }
+    source_run = str(Path(log_dir).resolve())
+    extra = {
+        "amp_obs_dim": amp_observation_size(cfg.env.task, components) if components else 0,
+        "episode_length": cfg.env.episode_length,
+        "source_run": source_run,
+        "checkpoint": loaded.step,
+    }
+    record = {"source_run": source_run, "checkpoint": loaded.step, "options": options}
+    session = DatasetSession.open(out, identity, options, extra, record)
+    session.extra = {"weight": session.progress.metadata.get("weight", 1.0), **extra}
+    return session
+
+
 def collect(
     log_dir: str | Path,
     out: str | Path,
@@ -191,32 +218,9 @@ def collect(
     loaded = load_source(log_dir, checkpoint, sample_actions)
     cfg = loaded.cfg
     env, components = recording_env(loaded, num_envs, amp_obs_components)
-    identity = {
-        "format": DATASET_FORMAT,
-        "writer": WRITER,
-        "task": cfg.env.task,
-        "backend": cfg.env.backend,
-        "amp_obs_components": list(components),
-        "frame_duration": env.dt,
-    }
-    options = {
-        "num_envs": num_envs,
-        "min_timesteps": min_timesteps,
-        "min_episodes": min_episodes,
-        "success_traj_only": success_traj_only,
-        "sample_actions": sample_actions,
-        "seed": seed,
-    }
-    source_run = str(Path(log_dir).resolve())
-    extra = {
-        "amp_obs_dim": amp_observation_size(cfg.env.task, components) if components else 0,
-        "episode_length": cfg.env.episode_length,
-        "source_run": source_run,
-        "checkpoint": loaded.step,
-    }
-    record = {"source_run": source_run, "checkpoint": loaded.step, "options": options}
-    session = DatasetSession.open(Path(out), identity, options, extra, record)
-    session.extra = {"weight": session.progress.metadata.get("weight", 1.0), **session.extra}
+    options = dict(num_envs=num_envs, min_timesteps=min_timesteps, min_episodes=min_episodes,
+                   success_traj_only=success_traj_only, sample_actions=sample_actions, seed=seed)  # fmt: skip
+    session = open_collection(Path(out), loaded, env, components, options, log_dir)
     if session.already_full(log):
         return session.progress.metadata
     chunk = session.chunk_steps(chunk_steps, cfg.env.episode_length)
@@ -228,9 +232,7 @@ def collect(
     start = time.time()
     chunk_i = 0
     while not session.targets_met():
-        session.check_budget(
-            max_env_steps, " (those that terminated early are not kept)" if success_traj_only else ""
-        )
+        session.check_budget(max_env_steps, UNSUCCESSFUL_NOTE if success_traj_only else "")
         carry, chunk_arrays = rollout(
             loaded.params, loaded.normalizers, carry, jax.random.fold_in(key, chunk_i)
         )

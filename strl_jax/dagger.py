@@ -265,6 +265,95 @@ class DaggerTensorboard:
             self.writer.close()
 
 
+@dataclasses.dataclass
+class DaggerLoop:
+    """A DAgger session between rounds: the envs' carry, the student's newest checkpoint, the
+    episodes in progress."""
+
+    session: DatasetSession
+    rollout: Callable  # make_dagger_rollout's
+    chunk: int  # env steps per round
+    tracker: StudentTracker
+    teacher_arrays: tuple
+    schedule: Schedule
+    noise_std: float
+    key: jax.Array
+    carry: tuple
+    cutter: TrajectoryCutter
+    keep_teacher_obs: bool
+
+    @staticmethod
+    def first_state(session: DatasetSession, pair: Pair, num_envs: int, seed: int) -> dict:
+        """The loop's `key`, `carry` (freshly reset envs, both policies' memories), `cutter` and
+        `keep_teacher_obs` (the teacher reads another group than the student)."""
+        reset_key, key = jax.random.split(session.key(seed))
+        hidden = {name: getattr(pair, name).initial_hidden(num_envs) for name in ("student", "teacher")}
+        return {
+            "key": key,
+            "carry": start_envs(pair.env, hidden, reset_key),
+            "cutter": TrajectoryCutter(num_envs),
+            "keep_teacher_obs": pair.teacher.obs_group != pair.student.obs_group,
+        }
+
+    def round(self, num_envs: int) -> tuple[float, float, list[dict[str, float]]]:
+        """One round: reload a newer student, draw where the teacher acts, step, write the
+        finished episodes; `(p, fraction of envs the teacher drove, episode statistics)`."""
+        session, tracker = self.session, self.tracker
+        round_i = len(session.record["rounds"])
+        if round_i:
+            tracker.refresh()
+        p = float(self.schedule(tracker.iteration))
+        mask_key, chunk_key = jax.random.split(jax.random.fold_in(self.key, round_i))
+        mask = draw_mask(mask_key, p, num_envs)
+        noise, iteration = jnp.float32(self.noise_std), jnp.int32(tracker.iteration)
+        self.carry, chunk_arrays = self.rollout(
+            tracker.arrays, self.teacher_arrays, self.carry, mask, noise, iteration, chunk_key
+        )
+        session.stepped(self.chunk)
+        stats = keep_episodes(session, self.cutter.feed(jax.device_get(chunk_arrays)), self.keep_teacher_obs)
+        fraction = float(np.mean(np.asarray(mask)))
+        session.record["rounds"].append(
+            {"iteration": tracker.iteration, "teacher_act_prob": p, "teacher_act_fraction": fraction,
+             "finished_episodes": len(stats)}
+        )  # fmt: skip
+        session.save()
+        return p, fraction, stats
+
+
+def keep_episodes(session: DatasetSession, finished: list, keep_teacher_obs: bool) -> list[dict[str, float]]:
+    """Write a round's finished episodes until the targets are met; the statistics of all of them
+    (episodes past the targets count in the statistics only)."""
+    stats = []
+    for _, _, episode in finished:
+        session.record["finished_episodes"] += 1
+        stats.append(episode_stats(episode))
+        if not session.targets_met():
+            session.add(dagger_arrays(episode, keep_teacher_obs))
+    return stats
+
+
+def open_dagger_session(
+    out: Path, student: LoadedPolicy, teacher_step: int, runs: tuple, pair: Pair, options: dict
+) -> DatasetSession:
+    """The session of a DAgger recording into `out`; `runs`: (teacher run, student run). A
+    continued dataset must share the task, both runs and both observation groups."""
+    cfg = student.cfg
+    teacher_run, student_run = runs
+    identity = {
+        "format": DATASET_FORMAT,
+        "writer": WRITER,
+        "task": cfg.env.task,
+        "backend": cfg.env.backend,
+        "frame_duration": pair.env.dt,
+        "teacher_run": str(Path(teacher_run).resolve()),
+        "training_policy_logdir": str(Path(student_run).resolve()),
+        "student_obs_group": pair.student.obs_group,
+        "teacher_obs_group": pair.teacher.obs_group,
+    }
+    record = {"teacher_checkpoint": teacher_step, "options": options, "rounds": []}
+    return DatasetSession.open(out, identity, options, {"episode_length": cfg.env.episode_length}, record)
+
+
 def dagger(
     training_policy_logdir: str | Path,
     out: str | Path,
@@ -293,75 +382,34 @@ def dagger(
         training_policy_logdir, teacher, teacher_obs_group_name, num_envs
     )
     cfg = student.cfg
-    identity = {
-        "format": DATASET_FORMAT,
-        "writer": WRITER,
-        "task": cfg.env.task,
-        "backend": cfg.env.backend,
-        "frame_duration": pair.env.dt,
-        "teacher_run": str(Path(teacher_run).resolve()),
-        "training_policy_logdir": str(Path(training_policy_logdir).resolve()),
-        "student_obs_group": pair.student.obs_group,
-        "teacher_obs_group": pair.teacher.obs_group,
-    }
-    options = {
-        "teacher_act_prob": teacher_act_prob,
-        "update_times_scale": update_times_scale,
-        "action_sample_std": action_sample_std,
-        "num_envs": num_envs,
-        "min_timesteps": min_timesteps,
-        "min_episodes": min_episodes,
-        "seed": seed,
-    }
-    record = {"teacher_checkpoint": teacher_loaded.step, "options": options, "rounds": []}
-    session = DatasetSession.open(
-        Path(out), identity, options, {"episode_length": cfg.env.episode_length}, record
+    options = {"teacher_act_prob": teacher_act_prob, "update_times_scale": update_times_scale,
+               "action_sample_std": action_sample_std, "num_envs": num_envs, "min_timesteps": min_timesteps,
+               "min_episodes": min_episodes, "seed": seed}  # fmt: skip
+    session = open_dagger_session(
+        Path(out), student, teacher_loaded.step, (teacher_run, training_policy_logdir), pair, options
     )
     if session.already_full(log):
         return session.progress.metadata
     chunk = session.chunk_steps(chunk_steps, cfg.env.episode_length)
-    rollout = make_dagger_rollout(pair.env, pair.student, pair.teacher, chunk)
-    tracker = StudentTracker(training_policy_logdir, student)
-    teacher_arrays = (teacher_loaded.params, teacher_loaded.normalizers)
-    reset_key, key = jax.random.split(session.key(seed))
-    hidden = {name: getattr(pair, name).initial_hidden(num_envs) for name in ("student", "teacher")}
-    carry = start_envs(pair.env, hidden, reset_key)
-    cutter = TrajectoryCutter(num_envs)
-    keep_teacher_obs = pair.teacher.obs_group != pair.student.obs_group
+    loop = DaggerLoop(
+        session=session,
+        rollout=make_dagger_rollout(pair.env, pair.student, pair.teacher, chunk),
+        chunk=chunk,
+        tracker=StudentTracker(training_policy_logdir, student),
+        teacher_arrays=(teacher_loaded.params, teacher_loaded.normalizers),
+        schedule=schedule,
+        noise_std=action_sample_std,
+        **DaggerLoop.first_state(session, pair, num_envs, seed),
+    )
     tensorboard = DaggerTensorboard(session.out, log_to_tensorboard)
     start = time.time()
     while not session.targets_met():
         session.check_budget(max_env_steps)
-        round_i = len(session.record["rounds"])
-        if round_i:
-            tracker.refresh()
-        p = float(schedule(tracker.iteration))
-        mask_key, chunk_key = jax.random.split(jax.random.fold_in(key, round_i))
-        mask = draw_mask(mask_key, p, num_envs)
-        noise, iteration = jnp.float32(action_sample_std), jnp.int32(tracker.iteration)
-        carry, chunk_arrays = rollout(
-            tracker.arrays, teacher_arrays, carry, mask, noise, iteration, chunk_key
-        )
-        session.stepped(chunk)
-        stats = []
-        for _, _, episode in cutter.feed(jax.device_get(chunk_arrays)):
-            session.record["finished_episodes"] += 1
-            stats.append(episode_stats(episode))
-            if not session.targets_met():  # episodes past the targets count in the statistics only
-                session.add(dagger_arrays(episode, keep_teacher_obs))
-        fraction = float(np.mean(np.asarray(mask)))
-        session.record["rounds"].append(
-            {
-                "iteration": tracker.iteration,
-                "teacher_act_prob": p,
-                "teacher_act_fraction": fraction,
-                "finished_episodes": len(stats),
-            }
-        )
-        session.save()
-        tensorboard.write(tracker.iteration, stats, p, fraction)
+        p, fraction, stats = loop.round(num_envs)
+        iteration = loop.tracker.iteration
+        tensorboard.write(iteration, stats, p, fraction)
         log(
-            f"[{time.time() - start:6.1f}s] student iteration {tracker.iteration}, teacher acts in "
+            f"[{time.time() - start:6.1f}s] student iteration {iteration}, teacher acts in "
             f"{fraction:.0%} of the envs (p={p:.3f}): {session.summary()}"
         )
     tensorboard.close()

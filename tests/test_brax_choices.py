@@ -24,6 +24,7 @@ from strl_jax.configs import ConfigError, resolve_config
 from strl_jax.envs import make_env_from_config
 from strl_jax.networks.gaussian import gaussian_kl, gaussian_log_prob
 from strl_jax.train_loops.learner_builder import make_learner
+from strl_jax.train_loops.ppo_update import loss_settings, make_batch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
@@ -304,14 +305,14 @@ def test_recomputed_advantages_follow_the_critic(estimator):
         "after", "none", *RECOMPUTE, f"algorithm.advantage_estimator={estimator}"
     )
     last_values = learner.critic_value(ts.params, ts.normalizers, last, {})
-    batch, _ = learner.make_batch(ts, transitions, last_values, None, last)
+    batch, _ = make_batch(learner, ts, transitions, last_values, None, last)
     h, n = 4, learner.env.num_envs
     order = minibatch_indices(jax.random.PRNGKey(2), n, transitions.rewards.shape[0], 2, segment_length=h)
     mb = batch.select_columns(order[0])
 
     def recomputed(params):
         values = learner.model.sequence(params, mb.obs, mb.hidden, mb.resets, mb.draws)[2]
-        return values, recomputed_advantages(params, mb, values, learner.loss_settings)
+        return values, recomputed_advantages(params, mb, values, loss_settings(learner))
 
     _, same = recomputed(ts.params)
     np.testing.assert_allclose(same.returns, mb.returns, rtol=1e-5, atol=1e-5)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,6 +20,7 @@ from strl_jax.networks.gaussian import gaussian_log_prob
 from strl_jax.networks.normalizer import normalize_groups
 from strl_jax.networks.policy import PolicyModel
 from strl_jax.train_loops.learner_builder import make_learner
+from strl_jax.train_loops.ppo_update import make_batch, ppo_update
 
 T, B, D, H, L, A = 9, 6, 3, 5, 2, 2
 
@@ -146,13 +149,13 @@ def test_recurrent_minibatches_are_whole_environments(recurrent_learner):
     rs, transitions, _ = jax.jit(learner.rollout)(ts, rs, jax.random.PRNGKey(2))
     last_values = learner.critic_value(ts.params, ts.normalizers, rs.obs, rs.hidden)
     steps, envs = transitions.rewards.shape
-    batch, _ = jax.jit(learner.make_batch)(ts, transitions, last_values)
+    batch, _ = jax.jit(functools.partial(make_batch, learner))(ts, transitions, last_values)
     assert batch.obs["policy"].shape[:2] == (steps, envs) and float(transitions.dones.sum()) > 0
     minibatches = learner.cfg.algorithm.num_mini_batches
     order = np.asarray(minibatch_indices(jax.random.PRNGKey(3), envs, 1, minibatches))
     assert order.shape == (minibatches, envs // minibatches)
     assert sorted(order.ravel().tolist()) == list(range(envs))
-    update = jax.jit(learner.ppo_update)
+    update = jax.jit(functools.partial(ppo_update, learner))
     (_, _, _, metrics, _, _), _ = update(ts, {}, transitions, last_values, jax.random.PRNGKey(4))
     assert metrics["kl"].shape == (learner.cfg.algorithm.num_learning_epochs, minibatches)
     eps_only = learner.env.action_size * np.log1p(learner.cfg.algorithm.kl_epsilon)

@@ -28,6 +28,7 @@ from strl_jax.envs.playground_components import component_layout, component_slic
 from strl_jax.networks.normalizer import NormalizerState, normalize_groups
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.learner import POLICY, Learner
+from strl_jax.train_loops.ppo_update import loss_settings, minibatch_step
 from strl_jax.train_loops.runner import train
 from strl_jax.train_loops.update_rules import PPOUpdate
 
@@ -218,14 +219,14 @@ def strl_update(cfg, part, model, params, normalizers, stored):
         part_inputs={"symmetry": None},
         normalizers=normalizers,
     )
-    loss = functools.partial(ppo_loss, settings=learner.loss_settings)
+    loss = functools.partial(ppo_loss, settings=loss_settings(learner))
     grads, (losses, metrics, _, _) = jax.jit(jax.grad(loss, has_aux=True))({POLICY: params}, inputs)
     carry = (
         {POLICY: params},
         learner.optimizer.init({POLICY: params}),
         jnp.float32(cfg.algorithm.learning_rate),
     )
-    (_, _, lr), (step_metrics, _) = jax.jit(learner.minibatch_step)(carry, inputs)
+    (_, _, lr), (step_metrics, _) = jax.jit(functools.partial(minibatch_step, learner))(carry, inputs)
     return metrics | {"kl": step_metrics["kl"]}, grads[POLICY], float(lr)
 
 

@@ -27,6 +27,7 @@ from strl_jax.networks.gaussian import gaussian_log_prob
 from strl_jax.networks.normalizer import init_normalizer, normalize
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.learner_builder import make_learner
+from strl_jax.train_loops.ppo_update import loss_settings, make_batch
 from strl_jax.train_loops.update_rules import PPOUpdate
 
 # ----------------------------------------------------------------------------- schedules
@@ -234,17 +235,17 @@ def test_executed_actions_follow_the_mask_and_log_probs_are_the_students(tppo_ro
 def test_dagger_has_only_the_distillation_term(tppo_rollout, teacher_dir):
     learner, ts, _, transitions = tppo_rollout
     last_values = jnp.zeros(transitions.rewards.shape[1])
-    batch, _ = learner.make_batch(ts, transitions, last_values)
+    batch, _ = make_batch(learner, ts, transitions, last_values)
     trainable = learner.trainable(ts.params, ts.parts)
     inputs = MinibatchInputs(
         batch=batch, iteration=ts.iteration, train_parts=ts.parts, part_inputs={"teacher": None}
     )
-    loss = jax.jit(functools.partial(ppo_loss, settings=learner.loss_settings))
+    loss = jax.jit(functools.partial(ppo_loss, settings=loss_settings(learner)))
     _, (losses, _, _, _) = loss(trainable, inputs)
     assert set(losses) == {"surrogate_loss", "value_loss", "entropy", "distillation_loss"}
     dagger = learner.replace(update_rule=PPOUpdate(ppo_terms=False))
-    dagger_batch, _ = dagger.make_batch(ts, transitions, last_values)
-    dagger_loss = jax.jit(functools.partial(ppo_loss, settings=dagger.loss_settings))
+    dagger_batch, _ = make_batch(dagger, ts, transitions, last_values)
+    dagger_loss = jax.jit(functools.partial(ppo_loss, settings=loss_settings(dagger)))
     total, (losses, _, _, _) = dagger_loss(trainable, inputs.replace(batch=dagger_batch))
     assert set(losses) == {"distillation_loss"}
     assert float(total) == pytest.approx(float(losses["distillation_loss"]))

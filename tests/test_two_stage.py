@@ -111,6 +111,9 @@ def test_shuffled_order_is_a_permutation_per_pass(tmp_path):
         ({"data_dir": "x", "subset_traj": 3}, "does not read: \\['subset_traj'\\]"),
         ({"data_dir": "x", "dataset_loops": 0}, "positive integer or -1"),
         ({"data_dir": "x", "imitation_loss_coef": -1}, "number >= 0"),
+        ({"data_dir": "x", "rl_imitation_coef": -1}, "rl_imitation_coef must be a number >= 0"),
+        ({"data_dir": "x", "rl_imitation_coef": 5}, "needs rl_imitation_iterations >= 1"),
+        ({"data_dir": "x", "rl_imitation_iterations": 2.5}, "rl_imitation_iterations must be an integer"),
         *[
             ({"data_dir": "x", "learning_rate": bad}, "learning_rate must be a number > 0")
             for bad in (0, -1e-3, "fast", True, float("nan"))
@@ -270,3 +273,27 @@ def test_pretraining_on_expert_episodes_gives_a_head_start(pendulum_expert, tmp_
     assert all(r.get("pretraining") == 1.0 and r["env_steps"] == 0 for r in two_stage.rows)
     assert two_stage.last_eval_reward >= 150
     assert two_stage.last_eval_reward >= fresh.last_eval_reward + 25
+
+
+def test_rl_imitation_carries_the_pull_past_the_switch_and_resumes_exactly(tiny_two_stage, tmp_path):
+    """`rl_imitation_coef` (agents.demonstrations): no weight while pretraining, then the given
+    weight falling linearly over `rl_imitation_iterations` RL iterations; the RL updates pull the
+    action mean towards the dataset's actions (which pretraining, with no imitation weight of its
+    own, left alone), and a run resumed in the middle of the decay repeats every row."""
+    overrides, root = tiny_two_stage
+    carried = [o for o in overrides if not o.startswith("runner.pretrain_")]
+    data = f"data_dir: {root / 'data'}, dataset_loops: -1, imitation_loss_coef: 0"
+    carried += [
+        "runner.pretrain_iterations=2",
+        f"runner.pretrain_dataset={{{data}, rl_imitation_coef: 300, rl_imitation_iterations: 4}}",
+    ]
+    run = tmp_path / "run"
+    assert main(["--log_dir", str(run), "--quiet", *carried]) == 0
+    got = rows(run)
+    assert [r.get("pretraining") for r in got] == [1.0, 1.0, None, None, None, None]
+    assert [r["rl_imitation_weight"] for r in got] == [0.0, 0.0, 300.0, 225.0, 150.0, 75.0]
+    distance = [r["rl_imitation"] for r in got[2:]]
+    assert distance[-1] < 0.35 * distance[0], distance  # measured 0.14 (0.75 without the pull)
+    shutil.copytree(run, tmp_path / "resumed")
+    assert main(["--resume", str(tmp_path / "resumed"), "--checkpoint", "4", "--quiet"]) == 0
+    assert rows(tmp_path / "resumed") == got

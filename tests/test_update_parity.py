@@ -16,6 +16,7 @@ learning rate of every optimiser step.
 from __future__ import annotations
 
 import copy
+import functools
 from contextlib import nullcontext
 from types import SimpleNamespace
 
@@ -39,7 +40,9 @@ from strl_jax.envs import make_env_from_config
 from strl_jax.networks.normalizer import init_normalizer, normalize_groups
 from strl_jax.train_loops.learner import POLICY
 from strl_jax.train_loops.learner_builder import make_learner
+from strl_jax.train_loops.ppo_update import make_batch, ppo_update
 from strl_jax.train_loops.state import TrainState
+from strl_jax.train_loops.update_rules import cloning_update
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 APPROX = dict(rel=1e-5, abs=1e-5)
@@ -261,8 +264,8 @@ def evaluate_rollout(learner, ts: TrainState, sc: dict, actions: np.ndarray):
 def strl_ppo(learner, ts: TrainState, sc: dict, ref: dict) -> dict:
     """The learner's update on rsl_rl's rollout, in rsl_rl's minibatch order."""
     transitions, last_values = evaluate_rollout(learner, ts, sc, ref["actions"])
-    batch, _ = jax.jit(learner.make_batch)(ts, transitions, last_values)
-    update = jax.jit(learner.ppo_update)
+    batch, _ = jax.jit(functools.partial(make_batch, learner))(ts, transitions, last_values)
+    update = jax.jit(functools.partial(ppo_update, learner))
     (trainable, _, lr, metrics, _, _), _ = update(
         ts,
         {},
@@ -493,7 +496,7 @@ def test_distillation_update_matches_rsl_rl(tmp_path, kind):
         initial_hidden=learner.model.initial_hidden(ENVS),
         parts={"teacher": {"action_labels": jnp.asarray(ref["labels"])}},
     )
-    trainable, _, _, metrics, _, _ = jax.jit(learner.cloning_update)(ts, transitions)
+    trainable, _, _, metrics, _, _ = jax.jit(functools.partial(cloning_update, learner))(ts, transitions)
     assert float(metrics["distillation"]) == pytest.approx(ref["losses"]["behavior"], **APPROX)
     student_cfg = {"actor": train_cfg["student"], "critic": {"obs_normalization": False}}
     actor, _ = rsl_rl_state_dicts(trainable[POLICY], {}, student_cfg)

@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from strl_jax.agents.demonstrations import rl_imitation_active
 from strl_jax.agents.estimator import check_estimator_config
 from strl_jax.agents.lr_schedulers import make_lr_scheduler
 from strl_jax.agents.motion_prior import AMP_GROUP, check_amp_config
@@ -71,10 +72,12 @@ def algorithm_spec(name: str) -> AlgorithmSpec:
 
 
 def active_parts(cfg: Any) -> tuple[str, ...]:
-    """The parts of `algorithm.class_name`, then those its options turn on."""
+    """The parts of `algorithm.class_name`, then those its options turn on, then the dataset's
+    pull in the RL iterations of two-stage training (`runner.pretrain_dataset.rl_imitation_coef`)."""
     spec = algorithm_spec(cfg.algorithm.class_name)
     options = tuple(p for p, opt in OPTION_PARTS.items() if getattr(cfg.algorithm, opt) is not None)
-    return spec.parts + options
+    demonstrations = ("demonstrations",) if rl_imitation_active(cfg) else ()
+    return spec.parts + options + demonstrations
 
 
 def check_option_part(cfg: Any, spec: AlgorithmSpec, part: str) -> None:

@@ -48,6 +48,7 @@ from strl_jax.agents.parts import (
     StepContext,
     StepOutput,
     UpdateContext,
+    sample_keys,
 )
 from strl_jax.buffers.motion import MotionLibrary, sample_expert_amp_obs
 from strl_jax.buffers.motion_files import load_motion_library
@@ -199,15 +200,7 @@ class MotionPriorPart(Part):
     def minibatch_inputs(self, train, rollout: PolicyReplay, idx, key, ctx: UpdateContext) -> jax.Array:
         """One policy AMP observation per sample of the minibatch `idx`, from the ring of the
         sample's env, keyed by (global env, step): `[T', B', D]` like the minibatch."""
-        if ctx.recurrent:  # idx: envs; every step of each
-            env = jnp.broadcast_to(idx[None, :], (ctx.steps, idx.shape[0]))
-            step = jnp.broadcast_to(jnp.arange(ctx.steps)[:, None], env.shape)
-        else:  # idx: time-major columns t * N + n
-            env, step = (idx % ctx.num_envs)[None, :], (idx // ctx.num_envs)[None, :]
-        global_env = ctx.env_ids[0] + env
-        keys = jax.vmap(lambda e, t: jax.random.fold_in(jax.random.fold_in(key, e), t))(
-            global_env.reshape(-1), step.reshape(-1)
-        )
+        keys, env = sample_keys(key, idx, ctx)
         draws = replay_draw(rollout, keys, env.reshape(-1))
         return draws.reshape(env.shape + draws.shape[-1:])
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import jax
+import jax.numpy as jnp
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +97,8 @@ class LossContext:
     originals: int = 0  # columns before any `augment` appended copies (the rest are copies)
     # the mean action of the policy being optimised on other normalised observations ([1, B])
     policy_mean: Callable[[dict], jax.Array] | None = None
+    # raw observation groups -> as the policy's networks see them (the run's normalisers)
+    normalize: Callable[[dict], dict] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +110,22 @@ class AugmentContext:
 
 
 Losses = tuple[dict[str, jax.Array], dict[str, Any], dict[str, jax.Array]]
+
+
+def sample_keys(key: jax.Array, idx: jax.Array, ctx: UpdateContext) -> tuple[jax.Array, jax.Array]:
+    """Per sample of the minibatch `idx`, a key from (global env, step) folded into `key`, so
+    that what a part draws for a sample does not depend on the device count: `(keys [T' * B'],
+    the samples' local env indices [T', B'])`, `[T', B']` the minibatch's shape."""
+    if ctx.recurrent:  # idx: envs; every step of each
+        env = jnp.broadcast_to(idx[None, :], (ctx.steps, idx.shape[0]))
+        step = jnp.broadcast_to(jnp.arange(ctx.steps)[:, None], env.shape)
+    else:  # idx: time-major columns t * N + n
+        env, step = (idx % ctx.num_envs)[None, :], (idx // ctx.num_envs)[None, :]
+    global_env = ctx.env_ids[0] + env
+    keys = jax.vmap(lambda e, t: jax.random.fold_in(jax.random.fold_in(key, e), t))(
+        global_env.reshape(-1), step.reshape(-1)
+    )
+    return keys, env
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -20,6 +20,7 @@ from strl_jax.agents.tppo import distillation_loss
 from strl_jax.buffers.gae import compute_gae, normalize_advantages
 from strl_jax.buffers.minibatch import select_columns
 from strl_jax.buffers.rollout_dataset import DATASET_LABELS
+from strl_jax.networks.normalizer import normalize_groups
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 POLICY = "policy"  # the policy's key among the trainable parameters
@@ -96,6 +97,41 @@ class PPOLossSettings:
     axis_name: str | None = None  # reduce over devices with this axis (None: one device)
 
 
+def ppo_terms(
+    settings: PPOLossSettings,
+    batch: PPOBatch,
+    mean: jax.Array,
+    std: jax.Array,
+    values: jax.Array,
+    entropy_key: jax.Array,
+    originals: int,
+) -> tuple[dict, dict, dict]:
+    """PPO's own terms `(losses, coefficients, metrics)`: the clipped surrogate and value losses
+    over every column, the entropy bonus over the `originals` (not augmented) columns."""
+    alg, dist = settings.alg, settings.model.action_dist
+    entropy = jnp.mean(dist.entropy(mean[:, :originals], std[:, :originals], entropy_key))
+    surrogate = surrogate_loss(
+        dist.log_prob(batch.actions, mean, std), batch.old_log_prob, batch.advantages, alg.clip_param
+    )
+    value = value_loss(values, batch.old_values, batch.returns, alg.clip_param, alg.use_clipped_value_loss)
+    losses = {"surrogate_loss": surrogate, "value_loss": value, "entropy": -entropy}
+    coefs = {
+        "surrogate_loss": alg.surrogate_loss_coef,
+        "value_loss": alg.value_loss_coef,
+        "entropy": alg.entropy_coef,
+    }
+    metrics = {"surrogate": surrogate, "value_function": value, "entropy": entropy}
+    return losses, coefs, metrics
+
+
+def policy_mean(model: Any, params: Any, batch: PPOBatch, units: Any, originals: int, obs: dict) -> jax.Array:
+    """The action mean of the policy `params` on normalised observations `obs` `[T, k * originals]`
+    (e.g. mirrored copies of the minibatch's), with the minibatch's resets and draws repeated."""
+    copies = jax.tree.leaves(obs)[0].shape[1] // originals
+    fit = functools.partial(jax.tree.map, lambda x: jnp.concatenate([x[:, :originals]] * copies, 1))
+    return model.sequence(params, obs, batch.hidden, fit(batch.resets), fit(batch.draws), units, None)[0]
+
+
 def ppo_loss(trainable: dict, inputs: MinibatchInputs, settings: PPOLossSettings):
     """Weighted loss of one minibatch of `[T, B]` steps; aux: `(losses, metrics, mean, std)`.
 
@@ -123,31 +159,7 @@ def ppo_loss(trainable: dict, inputs: MinibatchInputs, settings: PPOLossSettings
         batch = recomputed_advantages(trainable[POLICY], batch, values, settings)
     losses, coefs, metrics = {}, {}, {}
     if settings.ppo_terms:
-        dist = model.action_dist
-        entropy = jnp.mean(dist.entropy(mean[:, :originals], std[:, :originals], inputs.entropy_key))
-        surrogate = surrogate_loss(
-            dist.log_prob(batch.actions, mean, std),
-            batch.old_log_prob,
-            batch.advantages,
-            alg.clip_param,
-        )
-        value = value_loss(
-            values, batch.old_values, batch.returns, alg.clip_param, alg.use_clipped_value_loss
-        )
-        losses = {"surrogate_loss": surrogate, "value_loss": value, "entropy": -entropy}
-        coefs = {
-            "surrogate_loss": alg.surrogate_loss_coef,
-            "value_loss": alg.value_loss_coef,
-            "entropy": alg.entropy_coef,
-        }
-        metrics = {"surrogate": surrogate, "value_function": value, "entropy": entropy}
-
-    def policy_mean(obs: dict) -> jax.Array:
-        copies = jax.tree.leaves(obs)[0].shape[1] // originals
-        fit = functools.partial(jax.tree.map, lambda x: jnp.concatenate([x[:, :originals]] * copies, 1))
-        return model.sequence(
-            trainable[POLICY], obs, batch.hidden, fit(batch.resets), fit(batch.draws), units, None
-        )[0]
+        losses, coefs, metrics = ppo_terms(settings, batch, mean, std, values, inputs.entropy_key, originals)
 
     ctx = LossContext(
         batch=batch,
@@ -157,7 +169,10 @@ def ppo_loss(trainable: dict, inputs: MinibatchInputs, settings: PPOLossSettings
         iteration=inputs.iteration,
         estimates=estimates,
         originals=originals,
-        policy_mean=policy_mean,
+        policy_mean=functools.partial(policy_mean, model, trainable[POLICY], batch, units, originals),
+        normalize=functools.partial(
+            normalize_groups, inputs.normalizers or {}, enabled=inputs.normalizers is not None
+        ),
     )
     for p in settings.parts:
         part_losses, part_coefs, part_metrics = p.losses(

@@ -25,14 +25,27 @@ from strl_jax.errors import ConfigError
 
 OPTION = "runner.pretrain_dataset"
 # st_rl's RolloutDataset options that strl_jax reads (`data_dir` is required), the weight of the
-# imitation term the pretraining iterations add (`imitation_loss_coef`, strl_jax's) and a fixed
-# rate for their optimiser steps (`learning_rate`, strl_jax's; None: the algorithm's schedule).
-KEYS = ("data_dir", "dataset_loops", "random_shuffle_traj_order", "imitation_loss_coef", "learning_rate")
+# imitation term the pretraining iterations add (`imitation_loss_coef`, strl_jax's), a fixed
+# rate for their optimiser steps (`learning_rate`, strl_jax's; None: the algorithm's schedule),
+# and the imitation term carried into the RL iterations (strl_jax's, `agents.demonstrations`):
+# its weight at the switch, `rl_imitation_coef` (0: off, st_rl), falling linearly to 0 over
+# `rl_imitation_iterations` RL iterations.
+KEYS = (
+    "data_dir",
+    "dataset_loops",
+    "random_shuffle_traj_order",
+    "imitation_loss_coef",
+    "learning_rate",
+    "rl_imitation_coef",
+    "rl_imitation_iterations",
+)
 DEFAULTS = {
     "dataset_loops": 1,
     "random_shuffle_traj_order": False,
     "imitation_loss_coef": 1.0,
     "learning_rate": None,
+    "rl_imitation_coef": 0.0,
+    "rl_imitation_iterations": 0,
 }
 # The transitions' field (under `Transition.parts`) holding the dataset's actions as labels.
 DATASET_LABELS = "dataset"
@@ -89,9 +102,18 @@ def pretrain_settings(raw: dict) -> dict[str, Any]:
         raise ConfigError(f"{OPTION}.dataset_loops must be a positive integer or -1 (no end), got {loops!r}")
     if not isinstance(settings["random_shuffle_traj_order"], bool):
         raise ConfigError(f"{OPTION}.random_shuffle_traj_order must be true or false")
-    coef = settings["imitation_loss_coef"]
-    if isinstance(coef, bool) or not isinstance(coef, int | float) or coef < 0:
-        raise ConfigError(f"{OPTION}.imitation_loss_coef must be a number >= 0, got {coef!r}")
+    for key in ("imitation_loss_coef", "rl_imitation_coef"):
+        coef = settings[key]
+        if isinstance(coef, bool) or not isinstance(coef, int | float) or coef < 0:
+            raise ConfigError(f"{OPTION}.{key} must be a number >= 0, got {coef!r}")
+    span = settings["rl_imitation_iterations"]
+    if isinstance(span, bool) or not isinstance(span, int) or span < 0:
+        raise ConfigError(f"{OPTION}.rl_imitation_iterations must be an integer >= 0, got {span!r}")
+    if settings["rl_imitation_coef"] > 0 and span < 1:
+        raise ConfigError(
+            f"{OPTION}.rl_imitation_coef {settings['rl_imitation_coef']} needs rl_imitation_iterations >= 1 "
+            "(the RL iterations over which its weight falls to 0)"
+        )
     settings["learning_rate"] = fixed_rate(settings["learning_rate"])
     return settings
 

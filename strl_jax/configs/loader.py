@@ -285,7 +285,7 @@ def check_pretraining(cfg: TrainConfig) -> None:
     if runner.pretrain_iterations == 0:
         return
     pretrain_settings(runner.pretrain_dataset)
-    parts = active_parts(cfg)
+    parts = [p for p in active_parts(cfg) if p != "demonstrations"]  # the one pretraining adds
     if algorithm_spec(cfg.algorithm.class_name).update != "ppo" or parts:
         plain = [n for n, s in ALGORITHMS.items() if s.update == "ppo" and not s.parts]
         raise ConfigError(

@@ -1,12 +1,13 @@
 """One jit-compiled learner iteration: rollout, returns and the whole update, no host round-trip.
 
-The learner is PPO's core (returns, minibatches, adaptive KL; the rollout and its sources are
-`train_loops.rollout`, the loss `agents.ppo.ppo_loss`) plus a tuple of parts (`agents.parts`): it
-calls each part's hooks in order and never names one. `update_rule` (`train_loops.update_rules`)
-is the optimisation, `PPOUpdate` (minibatch epochs over the rollout) or `BehaviorCloningUpdate`
-(rsl_rl Distillation's truncated BPTT); the learner calls its `update` without asking which it
-is. Which update and which parts an algorithm uses is `agents.algorithms.ALGORITHMS`;
-`train_loops.learner_builder` builds them.
+The learner holds a run's static pieces (env, policy model, optimiser, update rule, parts) and
+runs the iteration: a rollout from a source (`train_loops.rollout`: the envs, or a demonstration
+dataset), the parts' hooks before and after the update, the update rule (`train_loops.update_rules`:
+`PPOUpdate`, i.e. `train_loops.ppo_update` with the loss `agents.ppo.ppo_loss`, or
+`BehaviorCloningUpdate`, rsl_rl Distillation's truncated BPTT), the normalisers and the
+finiteness checks (`train_loops.finiteness`). It calls each part's hooks in order and never names
+one, and calls the rule's `update` without asking which rule it is. Which update and which parts
+an algorithm uses is `agents.algorithms.ALGORITHMS`; `train_loops.learner_builder` builds them.
 
 The runner executes `init` and `iteration` per device under `shard_map` (`train_loops.devices`):
 with `axis_name` set, `env` is the device's share of the envs and every reduction over envs
@@ -21,24 +22,15 @@ from typing import Any
 import chex
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import struct
 
-from strl_jax.agents.distillation import DistillationBatch, bptt_update, step_order
 from strl_jax.agents.lr_schedulers import LrScheduler
 from strl_jax.agents.parts import InitContext, Part, UpdateContext
 from strl_jax.agents.ppo import (
     POLICY,
-    MinibatchInputs,
-    PPOBatch,
-    PPOLossSettings,
-    adaptive_learning_rate,
-    ppo_loss,
 )
-from strl_jax.buffers.gae import compute_gae, normalize_advantages
-from strl_jax.buffers.history import RolloutHistory, empty_history, with_history
-from strl_jax.buffers.minibatch import merge_time_env, minibatch_indices
+from strl_jax.buffers.history import RolloutHistory, empty_history
 from strl_jax.buffers.rollout_dataset import (
     DatasetArrays,
     init_cursor,
@@ -49,22 +41,14 @@ from strl_jax.collectives import global_env_ids, pmean, psum
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.vec_env import VecEnv
 from strl_jax.networks.acting import Actor
-from strl_jax.networks.actor_critic import clamp_std
 from strl_jax.networks.normalizer import init_normalizer, normalize_groups, update_normalizer
-from strl_jax.networks.policy import PolicyModel, reset_hidden_groups
+from strl_jax.networks.policy import PolicyModel
 from strl_jax.train_loops.evaluation import deterministic_episodes
+from strl_jax.train_loops.finiteness import NEVER, check_name, finite
+from strl_jax.train_loops.ppo_update import raw_batch
 from strl_jax.train_loops.rollout import DatasetSource, EnvSource, RolloutSource, rollout
 from strl_jax.train_loops.state import RolloutState, TrainState
-from strl_jax.train_loops.update_rules import UpdateRule
-
-RESAMPLE_STREAM = 0x5E5A  # folded into a minibatch's key for `hidden_state_resample_prob`
-ENTROPY_STREAM = 0xE7A0  # ... for the entropy estimate of a squashed distribution
-
-
-def finite(tree: Any) -> jax.Array:
-    """True when every element of every leaf is finite (a scalar bool)."""
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]
-    return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
+from strl_jax.train_loops.update_rules import UpdateOutput, UpdateRule
 
 
 @struct.dataclass
@@ -152,14 +136,6 @@ class Learner:
         shapes = self.env.observation_shapes()
         params = self.model.init(init_key, shapes)
         env_ids = self.env_ids()
-        env_state = self.env.pending(env_key, env_ids[0])
-        obs = self.env.observe(env_state.brax_state)
-        if self.cfg.runner.init_at_random_ep_len:
-            env_state = self.env.random_episode_starts(env_state, env_key, env_ids[0])
-        metric_names = jax.eval_shape(
-            self.env.step, env_state, jnp.zeros((self.env.num_envs, self.env.action_size))
-        )
-        zeros = jnp.zeros((self.env.num_envs,), jnp.float32)
         ctx = InitContext(
             num_envs=self.env.num_envs, env_ids=env_ids, obs_shapes=shapes, action_size=self.env.action_size
         )
@@ -176,17 +152,9 @@ class Learner:
             iteration=jnp.zeros((), jnp.int32),
             parts=train_parts,
         )
-        rollout_state = RolloutState(
-            env_state=env_state,
-            obs=obs,
-            episode_return=zeros,
-            episode_length=jnp.zeros((self.env.num_envs,), jnp.int32),
-            episode_metrics={k: zeros for k in metric_names[1].metrics},
-            hidden=self.model.initial_hidden(self.env.num_envs),
-            parts=rollout_parts,
-        )
+        rollout_state = pending_rollout_state(self, env_key, env_ids[0], rollout_parts)
         if self.history_chunks > 1:
-            rollout_state = rollout_state.replace(history=self.empty_history(train_state, rollout_state))
+            rollout_state = rollout_state.replace(history=zero_history(self, train_state, rollout_state))
         if self.cfg.runner.pretrain_iterations > 0:
             rollout_state = rollout_state.replace(dataset=init_cursor(env_ids))
         # Donated buffers must be distinct: groups that share an array get their own copy.
@@ -196,16 +164,6 @@ class Learner:
     def history_chunks(self) -> int:
         """Rollouts in each update's batch (st_rl's `buffer_dilation_ratio`)."""
         return int(self.cfg.algorithm.buffer_dilation_ratio)
-
-    def empty_history(self, train_state: TrainState, rollout_state: RolloutState) -> RolloutHistory:
-        """Zeros shaped like the rollouts the update will keep (traced, not run)."""
-        abstract = jax.tree.map(
-            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), (train_state, rollout_state)
-        )
-        _, transitions, _ = jax.eval_shape(self.rollout, *abstract, jax.random.PRNGKey(0))
-        values = jax.ShapeDtypeStruct(transitions.rewards.shape[1:], jnp.float32)
-        batch = jax.eval_shape(self.raw_batch, transitions, values)
-        return empty_history(batch, self.history_chunks)
 
     def initial_learning_rate(self) -> jax.Array:
         lr = jnp.asarray(self.cfg.algorithm.learning_rate, jnp.float32)
@@ -232,270 +190,8 @@ class Learner:
         return rollout(self, train_state, rollout_state, key)
 
     # ---- PPO update --------------------------------------------------------------------
-    @property
-    def loss_settings(self) -> PPOLossSettings:
-        """The static side of `agents.ppo.ppo_loss` for this learner."""
-        return PPOLossSettings(
-            model=self.model,
-            parts=self.parts,
-            alg=self.cfg.algorithm,
-            ppo_terms=self.update_rule.ppo_terms,
-            gae_horizon=self.cfg.algorithm.gae_horizon or self.cfg.runner.num_steps_per_env,
-            imitation_coef=self.pretrain_imitation if self.cfg.runner.pretrain_iterations > 0 else 0.0,
-            axis_name=self.axis_name,
-        )
-
-    def minibatch_step(self, carry, inputs: MinibatchInputs, adapt: bool = True):
-        """Adaptive lr from the KL to the acting policy, then one clipped optimiser step.
-        `adapt=False`: the step takes the carried rate as it is (a fixed rate, pretraining's).
-
-        Gradients, KL and loss terms are averaged over devices (equal shares of the minibatch),
-        so every device takes the same step and the params stay replicated.
-        """
-        trainable, opt_state, lr = carry
-        alg = self.cfg.algorithm
-        loss = functools.partial(ppo_loss, settings=self.loss_settings)
-        grads, (losses, metrics, mean, std) = jax.grad(loss, has_aux=True)(trainable, inputs)
-        batch = inputs.batch
-        kl = self.model.action_dist.kl(batch.old_mean, batch.old_std, mean, std, alg.kl_epsilon)
-        kl_mean = jnp.mean(kl)
-        grads, kl_mean, losses, metrics = pmean((grads, kl_mean, losses, metrics), self.axis_name)
-        if adapt and alg.schedule == "adaptive":
-            lr = adaptive_learning_rate(lr, kl_mean, alg.desired_kl)
-        direction, opt_state = self.optimizer.update(grads, opt_state, trainable)
-        trainable = optax.apply_updates(trainable, jax.tree.map(lambda u: -lr * u, direction))
-        policy = clamp_std(trainable[POLICY], self.model.noise_std_type, alg.clip_min_std)
-        trainable = {**trainable, POLICY: policy}
-        checks = {
-            **{check_name(1, f"loss term {k}"): jnp.isfinite(v) for k, v in losses.items()},
-            **{check_name(2, f"gradient of {k}"): finite(g) for k, g in grads.items()},
-        }
-        return (trainable, opt_state, lr), ({**metrics, "kl": kl_mean, "learning_rate": lr}, checks)
-
-    def make_batch(
-        self,
-        train_state: TrainState,
-        transitions: Transition,
-        last_values: jax.Array,
-        history=None,
-        bootstrap_obs: dict | None = None,
-    ) -> tuple[PPOBatch, RolloutHistory | None]:
-        """Returns, advantages and normalised observations as one `[T, N]` batch (`[T, N * chunks]`
-        with the stored rollouts of `history`), and the history for the next update.
-
-        Feed-forward batches are flattened to `[1, T * N]`, so every sample can land in any
-        minibatch; recurrent ones keep `[T, N]` and are split by environment.
-        `bootstrap_obs`: the observation after the rollout, which recomputed advantages need.
-        """
-        batch = self.raw_batch(transitions, last_values)
-        if history is not None:
-            batch, history = with_history(batch, history)
-        normalize = functools.partial(normalize_groups, train_state.normalizers, enabled=self.normalize_obs)
-        if self.cfg.algorithm.recompute_advantages:
-            # only the critic's group: the bootstrap values are all that is recomputed from it
-            next_obs = {
-                k: jnp.concatenate([batch.obs[k][1:], bootstrap_obs[k][None]], axis=0) for k in ("critic",)
-            }
-            inputs = {
-                "rewards": transitions.rewards,
-                "dones": transitions.dones,
-                "next_obs": normalize(next_obs),
-            }
-            if transitions.truncated is not None:
-                inputs["masked"] = transitions.truncated
-            batch = batch.replace(gae_inputs=inputs)
-        batch = batch.replace(obs=normalize(batch.obs))
-        if self.model.recurrent:
-            return batch, history
-        steps = {f: merge_time_env(getattr(batch, f)) for f in PPOBatch.STEP_FIELDS}
-        return batch.replace(**steps), history
-
-    def raw_batch(self, transitions: Transition, last_values: jax.Array) -> PPOBatch:
-        """Returns and advantages of one rollout, its observations still raw, `[T, N]`."""
-        alg = self.cfg.algorithm
-        if self.update_rule.ppo_terms:
-            advantages, returns = compute_gae(
-                transitions.rewards,
-                transitions.values,
-                transitions.dones,
-                last_values,
-                alg.gamma,
-                alg.lam,
-                alg.gae_horizon,
-                transitions.truncated,
-                alg.advantage_estimator,
-            )
-            if not alg.normalize_advantage_per_mini_batch:
-                advantages = normalize_advantages(advantages, self.axis_name)
-        else:  # DAgger: no returns
-            advantages = returns = jnp.zeros_like(transitions.rewards)
-        resets = jnp.concatenate([jnp.zeros_like(transitions.dones[:1]), transitions.dones[:-1]], axis=0)
-        return PPOBatch(
-            obs=transitions.obs,
-            hidden=transitions.initial_hidden if self.model.recurrent else {},
-            resets=resets,
-            actions=transitions.actions,
-            old_log_prob=transitions.log_prob,
-            old_mean=transitions.mean,
-            old_std=transitions.std,
-            old_values=transitions.values,
-            advantages=advantages,
-            returns=returns,
-            parts=transitions.parts,
-            draws=transitions.draws,
-        )
-
-    def ppo_update(
-        self,
-        train_state,
-        rollout_parts,
-        transitions,
-        last_values,
-        key,
-        history=None,
-        bootstrap_obs=None,
-        orders=None,
-        adapt: bool = True,
-    ):
-        """GAE, then `num_learning_epochs` x `num_mini_batches` steps, as nested `lax.scan`s.
-
-        Returns `(trainable, opt_state, lr, metrics, checks, parts' train states)` and the rollout
-        history; `metrics` hold one value per optimiser step, `[epochs, minibatches]` (the
-        `learning_rate` each step applied among them). `bootstrap_obs`: the observation after the
-        rollout (recomputed advantages). `orders` `[epochs, minibatches, size]`: the columns of
-        every minibatch in place of the drawn ones, e.g. rsl_rl's (the parity tests' seam).
-        `adapt=False`: every step takes the train state's rate, which the adaptive rule leaves.
-        """
-        iteration = train_state.iteration
-        alg = self.cfg.algorithm
-        batch, history = self.make_batch(train_state, transitions, last_values, history, bootstrap_obs)
-        # Columns: every sample (feed-forward) or whole environments (recurrent); with a history,
-        # each env contributes one column per stored rollout (global index env * chunks + k).
-        steps = transitions.rewards.shape[0]
-        steps_per_env = 1 if self.model.recurrent else steps
-        # `trajectory`: whole gae_horizon-step segments of one env share a minibatch
-        trajectories = alg.minibatch_unit == "trajectory" and not self.model.recurrent
-        segment = (alg.gae_horizon or steps) if trajectories else 1
-        chunks = self.history_chunks
-        first_env = self.env_ids()[0] * chunks
-        resample_prob = alg.hidden_state_resample_prob
-        part_root = jax.random.fold_in(key, 1)
-        ctx = self.update_context(steps)
-        units = self.model.units(train_state.normalizers, self.normalize_obs)
-
-        def minibatch(carry, xs):
-            core, own = carry
-            idx, part_key = xs
-            chex.assert_rank(idx, 1)
-            inputs = {
-                p.name: p.minibatch_inputs(
-                    train_state.parts[p.name], rollout_parts[p.name], idx, part_key, ctx
-                )
-                for p in self.parts
-            }
-            selected = batch.select_columns(idx)
-            minibatch_inputs = MinibatchInputs(
-                batch=selected,
-                iteration=iteration,
-                train_parts=train_state.parts,
-                part_inputs=inputs,
-                units=units,
-                normalizers=train_state.normalizers if self.normalize_obs else None,
-                entropy_key=jax.random.fold_in(part_key, ENTROPY_STREAM),
-                resample_key=jax.random.fold_in(part_key, RESAMPLE_STREAM) if resample_prob > 0 else None,
-                resample_prob=resample_prob,
-            )
-            core, (metrics, checks) = self.minibatch_step(core, minibatch_inputs, adapt)
-            own, own_metrics = self.own_updates(own, selected, ctx)
-            checks |= {check_name(1, f"loss term {k}"): jnp.isfinite(v) for k, v in own_metrics.items()}
-            return (core, own), ({**metrics, **own_metrics}, checks)
-
-        def epoch(carry, xs):
-            epoch_key, epoch_index, given = xs
-            # A fresh order each epoch; each minibatch is gathered inside the scan, not materialised.
-            order = given
-            if order is None:
-                order = minibatch_indices(
-                    epoch_key,
-                    self.env.num_envs * chunks,
-                    steps_per_env,
-                    alg.num_mini_batches,
-                    first_env,
-                    segment,
-                )
-            part_keys = jax.random.split(jax.random.fold_in(part_root, epoch_index), alg.num_mini_batches)
-            return jax.lax.scan(minibatch, carry, (order, part_keys))
-
-        trainable = self.trainable(train_state.params, train_state.parts)
-        own = {name: train_state.parts[name] for name in self.own_optimizer_parts()}
-        carry = ((trainable, train_state.opt_state, train_state.learning_rate), own)
-        keys = jax.random.split(key, alg.num_learning_epochs)
-        epochs = jnp.arange(alg.num_learning_epochs, dtype=jnp.int32)
-        if orders is not None:
-            orders = jnp.asarray(orders, jnp.int32)
-            chex.assert_shape(orders, (alg.num_learning_epochs, alg.num_mini_batches, None))
-        xs = (keys, epochs, orders)
-        ((trainable, opt_state, lr), own), (metrics, checks) = jax.lax.scan(epoch, carry, xs)
-        failures = jax.tree.map(lambda ok: first_failure(ok.reshape(-1)), checks)
-        parts = {**train_state.parts, **own}
-        return (trainable, opt_state, lr, metrics, failures, parts), history
-
-    def own_optimizer_parts(self) -> tuple[str, ...]:
-        """The parts that override `Part.minibatch_update` (only their states ride the update's loop)."""
-        return tuple(p.name for p in self.parts if type(p).minibatch_update is not Part.minibatch_update)
-
-    def own_updates(self, own: dict, batch: PPOBatch, ctx: UpdateContext) -> tuple[dict, dict]:
-        """Each such part's own optimiser step on one minibatch: `(their train states, metrics)`."""
-        own, metrics = dict(own), {}
-        for p in self.parts:
-            if p.name in own:
-                own[p.name], part_metrics = p.minibatch_update(own[p.name], batch, ctx)
-                metrics |= part_metrics
-        return own, metrics
 
     # ---- behaviour-cloning update --------------------------------------------------------
-    def cloning_update(self, train_state, transitions):
-        """rsl_rl's Distillation update: `(trainable, opt_state, lr, metrics, checks, parts)`."""
-        rule = self.update_rule
-        alg = self.cfg.algorithm
-        batch = DistillationBatch(
-            obs=normalize_groups(train_state.normalizers, transitions.obs, self.normalize_obs),
-            labels=transitions.parts[rule.labels_from]["action_labels"],
-            dones=transitions.dones,
-            hidden0=transitions.initial_hidden if self.model.recurrent else {},
-        )
-        windows, rest = step_order(transitions.dones.shape[0], alg.num_learning_epochs, rule.gradient_length)
-
-        def act(trainable, obs_t, hidden):
-            mean, _, hidden = self.model.distribution(trainable[POLICY], obs_t, hidden)
-            return mean, hidden
-
-        trainable, opt_state, losses = bptt_update(
-            act,
-            reset_hidden_groups,
-            self.optimizer,
-            rule.loss_type,
-            self.trainable(train_state.params, train_state.parts),
-            train_state.opt_state,
-            train_state.learning_rate,
-            batch,
-            windows,
-            rest,
-            self.axis_name,
-        )
-        policy = clamp_std(trainable[POLICY], self.model.noise_std_type, alg.clip_min_std)
-        loss = jnp.mean(losses)
-        step = first_failure(jnp.isfinite(losses))  # losses are per rollout step; report the window
-        step = jnp.where(step == NEVER, NEVER, step // rule.gradient_length)
-        checks = {check_name(1, "loss term behavior_loss"): step}
-        return (
-            {**trainable, POLICY: policy},
-            opt_state,
-            train_state.learning_rate,
-            {"distillation": loss},
-            checks,
-            train_state.parts,
-        )
 
     # ---- the iteration -----------------------------------------------------------------
     def iteration(self, train_state: TrainState, rollout_state: RolloutState):
@@ -540,12 +236,8 @@ class Learner:
         the adaptive rule and the scheduler do not run, and the train state keeps its rate, so
         the iterations after this one go on from where the schedule was."""
         rule = self.update_rule
-        update_key = None
-        if rule.splits_key:
-            key, rollout_key, update_key = jax.random.split(train_state.key, 3)
-        else:
-            key, rollout_key = jax.random.split(train_state.key)
-        rollout_state, transitions, sums, (last_obs, last_hidden), source_scalars = source(
+        key, rollout_key, update_key = self.iteration_keys(train_state.key)
+        rollout_state, transitions, sums, bootstrap, source_scalars = source(
             train_state, rollout_state, rollout_key
         )
         steps = self.cfg.runner.num_steps_per_env
@@ -566,12 +258,40 @@ class Learner:
         stepping = train_state
         if fixed_rate is not None:
             stepping = train_state.replace(learning_rate=jnp.asarray(fixed_rate, jnp.float32))
-        bootstrap = (last_obs, last_hidden)
         update, rollout_state = rule.update(
             self, stepping, rollout_state, transitions, bootstrap, update_key, adapt=fixed_rate is None
         )
-        trainable, opt_state, lr, update_metrics, checks, train_parts = update
-        next_lr = self.rate_after(lr, train_state, fixed_rate)
+        new_train_state = self.after_update(train_state, update, transitions, key, ctx, fixed_rate)
+        states = (train_state, new_train_state)
+        scalars = iteration_scalars(self, states, update, transitions, sums, source_scalars)
+        if fixed_rate is not None:
+            scalars["learning_rate"] = update[2]  # the fixed rate the steps took
+        checks = update[4] | parameter_checks(update[0], rule.optimizer_steps(self.cfg))
+        rollout_sums = {k: v for k, v in sums.items() if k != "parts"}
+        metrics = {"rollout": rollout_sums, "scalars": scalars, "finite": checks}
+        return new_train_state, rollout_state, metrics
+
+    def iteration_keys(self, key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+        """`(the run's next key, the rollout's, the update's or None)`."""
+        if self.update_rule.splits_key:
+            key, rollout_key, update_key = jax.random.split(key, 3)
+            return key, rollout_key, update_key
+        key, rollout_key = jax.random.split(key)
+        return key, rollout_key, None
+
+    def after_update(
+        self,
+        train_state: TrainState,
+        update: UpdateOutput,
+        transitions: Transition,
+        key: jax.Array,
+        ctx: UpdateContext,
+        fixed_rate: float | None,
+    ) -> TrainState:
+        """The next train state: the update's parameters and optimiser, the normalisers (absorbing
+        the rollout after the update, unless they did before it), the rate, the parts'
+        `after_update`."""
+        trainable, opt_state, lr, _, _, train_parts = update
         normalizers = train_state.normalizers
         if self.normalize_obs and self.cfg.runner.normalizer_update == "after":
             # After the update, so the first ratio of the next update is exactly 1 (rsl_rl #225).
@@ -584,35 +304,15 @@ class Learner:
                 for p in self.parts
             },
         }
-        new_train_state = train_state.replace(
+        return train_state.replace(
             params=params,
             opt_state=opt_state,
             normalizers=normalizers,
-            learning_rate=next_lr,
+            learning_rate=self.rate_after(lr, train_state, fixed_rate),
             key=key,
             iteration=train_state.iteration + 1,
             parts=train_parts,
         )
-        num_samples = psum(jnp.asarray(transitions.rewards.size, jnp.float32), self.axis_name)
-        # means over the optimiser steps; the logged learning rate is the one the update leaves
-        # (a fixed rate: the one it stepped at)
-        scalars = dict(jax.tree.map(jnp.mean, update_metrics)) | source_scalars
-        for p in self.parts:
-            scalars |= p.iteration_metrics(
-                train_parts[p.name], sums["parts"][p.name], num_samples, train_state.iteration
-            )
-        scalars |= {
-            "learning_rate": next_lr if fixed_rate is None else lr,
-            "mean_noise_std": pmean(jnp.mean(transitions.std[-1]), self.axis_name),
-        }
-        after = jnp.asarray(rule.optimizer_steps(self.cfg), jnp.int32)  # the parameters the update left
-        checks |= {
-            check_name(3, f"parameters of {k}"): jnp.where(finite(v), NEVER, after)
-            for k, v in trainable.items()
-        }
-        rollout_sums = {k: v for k, v in sums.items() if k != "parts"}
-        metrics = {"rollout": rollout_sums, "scalars": scalars, "finite": checks}
-        return new_train_state, rollout_state, metrics
 
     def rate_after(self, lr: jax.Array, train_state: TrainState, fixed_rate: float | None) -> jax.Array:
         """The train state's rate after an update that left `lr`: one scheduler step on it, or with
@@ -628,24 +328,6 @@ class Learner:
         until = self.cfg.runner.normalizer_until
         return {k: update_normalizer(normalizers[k], obs[k], until, self.axis_name) for k in normalizers}
 
-    def metric_sections(self) -> dict[str, str]:
-        """TensorBoard section of each scalar this learner logs (rsl_rl's names for the core)."""
-        sections = {
-            "surrogate": "Loss",
-            "value_function": "Loss",
-            "entropy": "Loss",
-            "kl": "Loss",
-            "learning_rate": "Loss",
-            "mean_noise_std": "Policy",
-            "dataset_used_up": "Perf",  # pretraining on a dataset (st_rl's Perf/dataset_*)
-            "dataset_passes": "Perf",
-            "pretraining": "Perf",
-            "imitation": "Loss",
-        }
-        for p in self.parts:
-            sections |= p.sections
-        return sections
-
     # ---- evaluation --------------------------------------------------------------------
     def evaluate(self, eval_env: VecEnv, params, normalizers, key: jax.Array):
         """Deterministic (mean-action) episodes on separate envs: mean return and length."""
@@ -656,22 +338,86 @@ class Learner:
         return deterministic_episodes(eval_env, act, self.model.initial_hidden(eval_env.num_envs), key)
 
 
-NEVER = np.iinfo(np.int32).max  # a finiteness check that never failed
+def parameter_checks(trainable: dict, optimizer_steps: int) -> dict:
+    """Per optimised network: the step after the update's last (`optimizer_steps`) if its
+    parameters are not finite, else `NEVER`."""
+    after = jnp.asarray(optimizer_steps, jnp.int32)
+    return {
+        check_name(3, f"parameters of {k}"): jnp.where(finite(v), NEVER, after) for k, v in trainable.items()
+    }
 
 
-def first_failure(ok: jax.Array) -> jax.Array:
-    """Index of the first False of a `[steps]` bool array (the optimiser step), or `NEVER`."""
-    return jnp.where(jnp.all(ok), NEVER, jnp.argmin(ok)).astype(jnp.int32)
+def iteration_scalars(
+    learner: Learner,
+    states: tuple[TrainState, TrainState],
+    update: UpdateOutput,
+    transitions: Transition,
+    sums: dict,
+    source_scalars: dict,
+) -> dict:
+    """Means over the optimiser steps, the source's scalars, the parts' iteration metrics, the
+    learning rate the update leaves and the action std; `states`: the train state before and after."""
+    train_state, new_train_state = states
+    update_metrics = update[3]
+    train_parts = new_train_state.parts
+    num_samples = psum(jnp.asarray(transitions.rewards.size, jnp.float32), learner.axis_name)
+    scalars = dict(jax.tree.map(jnp.mean, update_metrics)) | source_scalars
+    for p in learner.parts:
+        scalars |= p.iteration_metrics(
+            train_parts[p.name], sums["parts"][p.name], num_samples, train_state.iteration
+        )
+    return scalars | {
+        "learning_rate": new_train_state.learning_rate,
+        "mean_noise_std": pmean(jnp.mean(transitions.std[-1]), learner.axis_name),
+    }
 
 
-def check_name(stage: int, quantity: str) -> str:
-    """`"<stage>:<quantity>"`: within one optimiser step, loss terms (1) come before gradients (2)
-    and parameters (3); the prefix keeps that order when the names are sorted on the host."""
-    return f"{stage}:{quantity}"
+def zero_history(learner: Learner, train_state: TrainState, rollout_state: RolloutState) -> RolloutHistory:
+    """Zeros shaped like the rollouts the update will keep (traced, not run)."""
+    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), (train_state, rollout_state))
+    _, transitions, _ = jax.eval_shape(learner.rollout, *abstract, jax.random.PRNGKey(0))
+    values = jax.ShapeDtypeStruct(transitions.rewards.shape[1:], jnp.float32)
+    batch = jax.eval_shape(functools.partial(raw_batch, learner), transitions, values)
+    return empty_history(batch, learner.history_chunks)
 
 
-def first_non_finite(checks: dict) -> list[str]:
-    """The quantities that stopped being finite, the earliest first: by optimiser step, then by
-    stage (host side). A NaN spreads to everything after it; the first name is the cause."""
-    failed = sorted((int(step), name) for name, step in checks.items() if int(step) != NEVER)
-    return [name.split(":", 1)[1] for _, name in failed]
+def metric_sections(learner: Learner) -> dict[str, str]:
+    """TensorBoard section of each scalar this learner logs (rsl_rl's names for the core)."""
+    sections = {
+        "surrogate": "Loss",
+        "value_function": "Loss",
+        "entropy": "Loss",
+        "kl": "Loss",
+        "learning_rate": "Loss",
+        "mean_noise_std": "Policy",
+        "dataset_used_up": "Perf",  # pretraining on a dataset (st_rl's Perf/dataset_*)
+        "dataset_passes": "Perf",
+        "pretraining": "Perf",
+        "imitation": "Loss",
+    }
+    for p in learner.parts:
+        sections |= p.sections
+    return sections
+
+
+def pending_rollout_state(
+    learner: Learner, env_key: jax.Array, first_env: jax.Array, parts: dict
+) -> RolloutState:
+    """The rollout state of pending envs (`VecEnv.pending`, optionally at random episode steps),
+    with zero episode sums, fresh memories and the parts' rollout states."""
+    env = learner.env
+    env_state = env.pending(env_key, first_env)
+    obs = env.observe(env_state.brax_state)
+    if learner.cfg.runner.init_at_random_ep_len:
+        env_state = env.random_episode_starts(env_state, env_key, first_env)
+    metric_names = jax.eval_shape(env.step, env_state, jnp.zeros((env.num_envs, env.action_size)))
+    zeros = jnp.zeros((env.num_envs,), jnp.float32)
+    return RolloutState(
+        env_state=env_state,
+        obs=obs,
+        episode_return=zeros,
+        episode_length=jnp.zeros((env.num_envs,), jnp.int32),
+        episode_metrics={k: zeros for k in metric_names[1].metrics},
+        hidden=learner.model.initial_hidden(env.num_envs),
+        parts=parts,
+    )

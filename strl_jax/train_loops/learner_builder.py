@@ -15,6 +15,7 @@ import numpy as np
 
 from strl_jax.agents.algorithms import AlgorithmSpec, active_parts, algorithm_spec, env_groups
 from strl_jax.agents.coefficient_schedules import make_schedule
+from strl_jax.agents.demonstrations import make_demonstration_part
 from strl_jax.agents.estimator import EstimatorPart
 from strl_jax.agents.lr_schedulers import make_lr_scheduler
 from strl_jax.agents.motion_prior import make_motion_prior
@@ -101,12 +102,19 @@ def rnd_part(env: VecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> Part:
     return make_rnd_part("rnd", env, cfg)
 
 
+def demonstrations_part(env: VecEnv, cfg: TrainConfig, spec: AlgorithmSpec) -> Part:
+    """The pretraining dataset's decaying pull in the RL iterations, read for the policy's groups."""
+    shapes = {k: v for k, v in env.observation_shapes().items() if k not in env_groups(spec)}
+    return make_demonstration_part("demonstrations", env, cfg, shapes)
+
+
 PART_BUILDERS: dict[str, Callable[[VecEnv, TrainConfig, AlgorithmSpec], Part]] = {
     "teacher": teacher_part,
     "amp": amp_part,
     "estimator": estimator_part,
     "symmetry": symmetry_part,
     "rnd": rnd_part,
+    "demonstrations": demonstrations_part,
 }
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from strl_jax.errors import ConfigError
 from strl_jax.train_loops.devices import is_primary, local_copy
-from strl_jax.train_loops.learner import first_non_finite
+from strl_jax.train_loops.finiteness import first_non_finite
 from strl_jax.train_loops.members import Member, empty_window, run_keys, steps_per_iteration
 from strl_jax.train_loops.population import DIVERGED, PRUNED, RUNNING
 

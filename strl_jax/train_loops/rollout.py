@@ -139,26 +139,10 @@ def rollout_step(learner: Learner, train_state: TrainState, rs: RolloutState, st
             train_state.parts[name], rs.parts[name], ctx, actions, part_keys.get(name)
         )
     env_state, res = learner.env.step(rs.env_state, actions)
-    if cfg.algorithm.timeout_bootstrap == "final_obs":
-        # The critic's memory has seen obs_t; the final observation is its next input.
-        bootstrap_values = timeout_values(learner, params, normalizers, res.final_obs, hidden, res.truncated)
-    elif cfg.algorithm.timeout_bootstrap == "rsl_rl":
-        bootstrap_values = values
-    else:  # "none": GAE masks the time-out step instead (`compute_gae`'s `masked`)
-        bootstrap_values = jnp.zeros_like(values)
+    bootstrap_values = timeout_bootstrap_values(learner, train_state, res, hidden, values)
     done = res.terminated | res.truncated
     env_step = EnvStep(obs=res.obs, final_obs=res.final_obs, reward=res.reward, done=done)
-    reward = res.reward * cfg.algorithm.reward_scale
-    rollout_parts, fields, part_sums = {}, {}, {}
-    for p in learner.parts:
-        name = p.name
-        out = p.on_step(train_state.parts[name], rs.parts[name], ctx, env_step, reward, acted[name])
-        reward, rollout_parts[name], fields[name], part_sums[name] = (
-            out.reward,
-            out.rollout,
-            out.fields,
-            out.sums,
-        )
+    reward, rollout_parts, fields, part_sums = parts_on_step(learner, train_state, rs, ctx, env_step, acted)
     rewards = bootstrap_timeouts(reward, res.truncated, bootstrap_values, cfg.algorithm.gamma)
     stored = raw if dist.squashed else actions  # what the update's log-probability reads
     transition = Transition(
@@ -174,18 +158,61 @@ def rollout_step(learner: Learner, train_state: TrainState, rs: RolloutState, st
         draws=draws,
         parts=fields,
     )
-    ep_return = rs.episode_return + res.reward
-    ep_length = rs.episode_length + 1
-    ep_metrics = {k: rs.episode_metrics[k] + res.metrics[k] for k in rs.episode_metrics}
-    d = done.astype(jnp.float32)
-    sums = {
-        "episodes": d.sum(),
-        "return_sum": (ep_return * d).sum(),
-        "length_sum": (ep_length * d).sum(),
-        "reward_sum": res.reward.sum(),
-        "metrics": {k: (ep_metrics[k] / ep_length * d).sum() for k in ep_metrics},
-        "parts": part_sums,
-    }
+    rs, sums = next_rollout_state(rs, env_state, res, hidden, rollout_parts)
+    sums |= {"parts": part_sums}
+    return rs, transition, sums
+
+
+def timeout_bootstrap_values(
+    learner: Learner, train_state: TrainState, res: Any, hidden: Any, values: jax.Array
+):
+    """What a time-out step's reward is bootstrapped with (`algorithm.timeout_bootstrap`)."""
+    how = learner.cfg.algorithm.timeout_bootstrap
+    if how == "final_obs":
+        # The critic's memory has seen obs_t; the final observation is its next input.
+        params, normalizers = train_state.params, train_state.normalizers
+        return timeout_values(learner, params, normalizers, res.final_obs, hidden, res.truncated)
+    if how == "rsl_rl":
+        return values
+    return jnp.zeros_like(values)  # "none": GAE masks the time-out step instead (`compute_gae`'s `masked`)
+
+
+def parts_on_step(
+    learner: Learner,
+    train_state: TrainState,
+    rs: RolloutState,
+    ctx: StepContext,
+    env_step: EnvStep,
+    acted: dict,
+) -> tuple[jax.Array, dict, dict, dict]:
+    """Each part's `on_step` in order, each seeing the reward the ones before it left:
+    `(learning reward, parts' rollout states, stored fields, step sums)`."""
+    reward = env_step.reward * learner.cfg.algorithm.reward_scale
+    rollout_parts, fields, part_sums = {}, {}, {}
+    for p in learner.parts:
+        name = p.name
+        out = p.on_step(train_state.parts[name], rs.parts[name], ctx, env_step, reward, acted[name])
+        reward, rollout_parts[name], fields[name], part_sums[name] = (
+            out.reward,
+            out.rollout,
+            out.fields,
+            out.sums,
+        )
+    return reward, rollout_parts, fields, part_sums
+
+
+def next_rollout_state(
+    rs: RolloutState, env_state: Any, res: Any, hidden: Any, rollout_parts: dict
+) -> tuple[RolloutState, dict]:
+    """The rollout state after an env step (episode sums restart where an episode ended, memories
+    reset there) and the step's sums for the logging window."""
+    done = res.terminated | res.truncated
+    ep_return, ep_length, ep_metrics = (
+        rs.episode_return + res.reward,
+        rs.episode_length + 1,
+        {k: rs.episode_metrics[k] + res.metrics[k] for k in rs.episode_metrics},
+    )
+    sums = episode_sums(ep_return, ep_length, ep_metrics, res.reward, done)
     rs = RolloutState(
         env_state=env_state,
         obs=res.obs,
@@ -197,7 +224,22 @@ def rollout_step(learner: Learner, train_state: TrainState, rs: RolloutState, st
         history=rs.history,
         dataset=rs.dataset,
     )
-    return rs, transition, sums
+    return rs, sums
+
+
+def episode_sums(
+    ep_return: jax.Array, ep_length: jax.Array, ep_metrics: dict, reward: jax.Array, done: jax.Array
+) -> dict:
+    """The step's sums for the logging window: finished episodes, their returns, lengths and
+    per-step means of the env metrics, and the reward of every env."""
+    d = done.astype(jnp.float32)
+    return {
+        "episodes": d.sum(),
+        "return_sum": (ep_return * d).sum(),
+        "length_sum": (ep_length * d).sum(),
+        "reward_sum": reward.sum(),
+        "metrics": {k: (ep_metrics[k] / ep_length * d).sum() for k in ep_metrics},
+    }
 
 
 def rollout(learner: Learner, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
@@ -243,6 +285,10 @@ def dataset_rollout(
     alg = learner.cfg.algorithm
     params, normalizers = train_state.params, train_state.normalizers
     hidden = learner.model.initial_hidden(learner.env.num_envs)
+    no_fields = {p.name: {} for p in learner.parts}  # parts store nothing for replayed steps
+
+    def labels(actions: jax.Array) -> dict:
+        return {DATASET_LABELS: {"action_labels": actions}} if learner.pretrain_imitation else {}
 
     def step(cursor, _):
         index = step_index(dataset, cursor)
@@ -263,7 +309,8 @@ def dataset_rollout(
             values=values,
             rewards=bootstrap_timeouts(reward * alg.reward_scale, truncated, values, alg.gamma),
             dones=done,
-            parts={DATASET_LABELS: {"action_labels": actions}} if learner.pretrain_imitation else {},
+            parts=no_fields
+            | ({DATASET_LABELS: {"action_labels": actions}} if learner.pretrain_imitation else {}),
         )
         sums = {
             "episodes": done.sum(),
@@ -271,7 +318,7 @@ def dataset_rollout(
             "length_sum": ((cursor.episode_length + 1) * done).sum(),
             "reward_sum": reward.sum(),
             "metrics": {},
-            "parts": {},
+            "parts": no_fields,
         }
         return advance(dataset, cursor, index, learner.cfg.env.num_envs), (transition, sums)
 

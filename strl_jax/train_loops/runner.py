@@ -29,7 +29,8 @@ from strl_jax.configs.schema import TrainConfig
 from strl_jax.errors import DivergenceError, DivergenceWarning, NonFiniteError
 from strl_jax.train_loops.devices import any_process, is_primary, local_copy
 from strl_jax.train_loops.divergence import diverged, divergence_message
-from strl_jax.train_loops.learner import first_non_finite
+from strl_jax.train_loops.finiteness import first_non_finite
+from strl_jax.train_loops.learner import metric_sections
 from strl_jax.train_loops.member_logging import log_iteration, printing
 from strl_jax.train_loops.members import (
     Member,
@@ -226,7 +227,7 @@ def start_run(
         for member in members:
             member.cfg = with_max_iterations(member.cfg, start_iteration + more_iterations)
     resumed_at = start_iteration if resume else None
-    sections = programs.learner.metric_sections()
+    sections = metric_sections(programs.learner)
     start_members(cfg, run, members, log_dir, sections, resumed_at, start_iteration, verbose)
     loop = Loop(
         cfg=cfg,

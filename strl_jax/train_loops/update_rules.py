@@ -1,9 +1,9 @@
 """The update rules a learner runs after each rollout, as objects with their own `update`.
 
 `PPOUpdate`: GAE, then `num_learning_epochs` x `num_mini_batches` steps of `agents.ppo.ppo_loss`
-with the adaptive lr (the learner's minibatch loop, `Learner.ppo_update`). `BehaviorCloningUpdate`:
-rsl_rl Distillation's truncated BPTT towards stored labels (`Learner.cloning_update`). The learner
-calls `update` and `optimizer_steps` of whichever rule it holds and never asks which one it is.
+with the adaptive lr (`train_loops.ppo_update`). `BehaviorCloningUpdate`: rsl_rl Distillation's
+truncated BPTT towards stored labels (`agents.distillation.bptt_update`). The learner calls
+`update` and `optimizer_steps` of whichever rule it holds and never asks which one it is.
 """
 
 from __future__ import annotations
@@ -12,9 +12,17 @@ import dataclasses
 from typing import Any, Protocol
 
 import jax
+import jax.numpy as jnp
 
+from strl_jax.agents.distillation import DistillationBatch, bptt_update, step_order
+from strl_jax.agents.ppo import POLICY
 from strl_jax.buffers.transitions import Transition
 from strl_jax.configs.schema import TrainConfig
+from strl_jax.networks.actor_critic import clamp_std
+from strl_jax.networks.normalizer import normalize_groups
+from strl_jax.networks.policy import reset_hidden_groups
+from strl_jax.train_loops.finiteness import NEVER, check_name, first_failure
+from strl_jax.train_loops.ppo_update import ppo_update
 from strl_jax.train_loops.state import RolloutState, TrainState
 
 # `(trainable, opt_state, learning rate, metrics, finiteness checks, parts' train states)`
@@ -58,7 +66,8 @@ class PPOUpdate:
     def update(self, learner, train_state, rollout_state, transitions, bootstrap, key, adapt=True):
         last_obs, last_hidden = bootstrap
         last_values = learner.critic_value(train_state.params, train_state.normalizers, last_obs, last_hidden)
-        output, history = learner.ppo_update(
+        output, history = ppo_update(
+            learner,
             train_state,
             rollout_state.parts,
             transitions,
@@ -86,7 +95,51 @@ class BehaviorCloningUpdate:
 
     def update(self, learner, train_state, rollout_state, transitions, bootstrap, key, adapt=True):
         del bootstrap, key, adapt  # no returns to bootstrap, nothing drawn, a rate it never adapts
-        return learner.cloning_update(train_state, transitions), rollout_state
+        return cloning_update(learner, train_state, transitions), rollout_state
 
     def optimizer_steps(self, cfg: TrainConfig) -> int:
         return cfg.algorithm.num_learning_epochs * cfg.runner.num_steps_per_env // self.gradient_length
+
+
+def cloning_update(learner: Any, train_state: TrainState, transitions: Transition) -> UpdateOutput:
+    """rsl_rl's Distillation update: `(trainable, opt_state, lr, metrics, checks, parts)`."""
+    rule = learner.update_rule
+    alg = learner.cfg.algorithm
+    batch = DistillationBatch(
+        obs=normalize_groups(train_state.normalizers, transitions.obs, learner.normalize_obs),
+        labels=transitions.parts[rule.labels_from]["action_labels"],
+        dones=transitions.dones,
+        hidden0=transitions.initial_hidden if learner.model.recurrent else {},
+    )
+    windows, rest = step_order(transitions.dones.shape[0], alg.num_learning_epochs, rule.gradient_length)
+
+    def act(trainable, obs_t, hidden):
+        mean, _, hidden = learner.model.distribution(trainable[POLICY], obs_t, hidden)
+        return mean, hidden
+
+    trainable, opt_state, losses = bptt_update(
+        act,
+        reset_hidden_groups,
+        learner.optimizer,
+        rule.loss_type,
+        learner.trainable(train_state.params, train_state.parts),
+        train_state.opt_state,
+        train_state.learning_rate,
+        batch,
+        windows,
+        rest,
+        learner.axis_name,
+    )
+    policy = clamp_std(trainable[POLICY], learner.model.noise_std_type, alg.clip_min_std)
+    loss = jnp.mean(losses)
+    step = first_failure(jnp.isfinite(losses))  # losses are per rollout step; report the window
+    step = jnp.where(step == NEVER, NEVER, step // rule.gradient_length)
+    checks = {check_name(1, "loss term behavior_loss"): step}
+    return (
+        {**trainable, POLICY: policy},
+        opt_state,
+        train_state.learning_rate,
+        {"distillation": loss},
+        checks,
+        train_state.parts,
+    )
