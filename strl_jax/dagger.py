@@ -416,21 +416,8 @@ def dagger(
     return session.metadata()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m strl_jax.dagger",
-        description="Roll out a training student, with a teacher acting in some envs, and save "
-        "the episodes labelled with the teacher's actions (st_rl DaggerSaver).",
-    )
-    parser.add_argument(
-        "--training_policy_logdir", required=True, metavar="RUN", help="the student's run folder"
-    )
-    parser.add_argument(
-        "--teacher",
-        metavar="RUN",
-        help="the teacher's run folder (default: the student's algorithm.teacher_policy.checkpoint)",
-    )
-    add_collection_arguments(parser)
+def add_teacher_arguments(parser: argparse.ArgumentParser) -> None:
+    """When and how the teacher acts, what it reads, and the episode statistics' log."""
     parser.add_argument(
         "--teacher_act_prob",
         type=parse_prob,
@@ -453,6 +440,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--log_to_tensorboard", action="store_true", help="episode statistics to DIR/tensorboard"
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m strl_jax.dagger",
+        description="Roll out a training student, with a teacher acting in some envs, and save "
+        "the episodes labelled with the teacher's actions (st_rl DaggerSaver).",
+    )
+    parser.add_argument(
+        "--training_policy_logdir", required=True, metavar="RUN", help="the student's run folder"
+    )
+    parser.add_argument(
+        "--teacher",
+        metavar="RUN",
+        help="the teacher's run folder (default: the student's algorithm.teacher_policy.checkpoint)",
+    )
+    add_collection_arguments(parser)
+    add_teacher_arguments(parser)
     args = parser.parse_args(argv)
     problem = collection_argument_error(args)
     if problem:

@@ -168,7 +168,7 @@ def write_gif(env: VecEnv, states: list[Any], path: Path, size: tuple[int, int] 
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m strl_jax.play",
         description="Run a trained policy deterministically and write a viewable episode.",
@@ -189,29 +189,34 @@ def main(argv: list[str] | None = None) -> int:
         metavar=("VX", "VY", "WZ"),
         help="joystick tasks: hold this velocity command (m/s, m/s, rad/s) for the whole episode",
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def play_episodes(args: argparse.Namespace, mutex: bool) -> tuple:
+    """`(env, task, what acted, (returns, lengths, frames, metrics))` of `args.episodes`
+    deterministic episodes of a run's checkpoint or a mutex config's switch."""
+    key = jax.random.PRNGKey(args.seed)
+    if mutex:
+        run = load_mutex_run(args.log_dir)
+        env, task = run.env.replace(num_envs=args.episodes), run.cfg.env.task
+        env = env if args.command is None else with_command(env, args.command)
+        rollout = jax.jit(lambda key: run_mutex_episodes(env, run.policy, key))
+        return env, task, f"{run.policy.spec.num_policies} sub-policies", jax.device_get(rollout(key))
+    loaded = load_policy(args.log_dir, args.checkpoint)
+    env, task = loaded.env.replace(num_envs=args.episodes), loaded.cfg.env.task
+    env = env if args.command is None else with_command(env, args.command)
+    out = make_rollout(env, loaded.cfg)(loaded.params, loaded.normalizers, key)
+    return env, task, f"checkpoint {loaded.step}", jax.device_get(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.episodes < 1:
         print("error: --episodes must be at least 1", file=sys.stderr)
         return 2
-
     mutex = Path(args.log_dir).suffix in (".yaml", ".yml") and Path(args.log_dir).is_file()
-    key = jax.random.PRNGKey(args.seed)
     try:
-        if mutex:
-            run = load_mutex_run(args.log_dir)
-            env, task = run.env.replace(num_envs=args.episodes), run.cfg.env.task
-            env = env if args.command is None else with_command(env, args.command)
-            rollout = jax.jit(lambda key: run_mutex_episodes(env, run.policy, key))
-            returns, lengths, frames, metrics = jax.device_get(rollout(key))
-            what = f"{run.policy.spec.num_policies} sub-policies"
-        else:
-            loaded = load_policy(args.log_dir, args.checkpoint)
-            env, task = loaded.env.replace(num_envs=args.episodes), loaded.cfg.env.task
-            env = env if args.command is None else with_command(env, args.command)
-            rollout = make_rollout(env, loaded.cfg)
-            out = rollout(loaded.params, loaded.normalizers, key)
-            returns, lengths, frames, metrics = jax.device_get(out)
-            what = f"checkpoint {loaded.step}"
+        env, task, what, (returns, lengths, frames, metrics) = play_episodes(args, mutex)
     except (CheckpointError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

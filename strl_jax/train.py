@@ -66,6 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(may be repeated)",
     )
     parser.add_argument("--quiet", action="store_true", help="no console summaries or progress bar")
+    add_start_arguments(parser)
+    add_distributed_arguments(parser)
+    parser.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
+    return parser
+
+
+def add_start_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where a run starts: fresh, resumed from its own checkpoint, or warm-started from another's."""
     parser.add_argument(
         "--resume",
         metavar="LOG_DIR",
@@ -81,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="warm start: params and normalisers from a run folder, a checkpoint folder or an rsl_rl/st_rl "
         "model_N.pt; fresh optimiser and counters",
     )
+
+
+def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
+    """Multi-host runs: how the processes find each other (`jax.distributed.initialize`)."""
     parser.add_argument(
         "--distributed",
         action="store_true",
@@ -94,8 +106,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--num_processes", type=int, help="with --distributed: number of processes")
     parser.add_argument("--process_id", type=int, help="with --distributed: this process's index")
-    parser.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
-    return parser
 
 
 def overrides_from_flags(args: argparse.Namespace) -> list[str]:

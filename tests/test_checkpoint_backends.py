@@ -25,8 +25,6 @@ from test_checkpoint_resume import assert_trees_equal, read_rows, without_time
 from strl_jax.checkpoints.orbax_checkpoints import (
     CHECKPOINT_DIR,
     CheckpointError,
-    CheckpointMismatchError,
-    check_signatures,
     close_manager,
     finish_saves,
     open_manager,
@@ -34,7 +32,9 @@ from strl_jax.checkpoints.orbax_checkpoints import (
     restore_checkpoint,
     save_checkpoint,
 )
+from strl_jax.checkpoints.tree_layout import check_signatures
 from strl_jax.configs.loader import resolve_config
+from strl_jax.errors import CheckpointMismatchError
 from strl_jax.train import main as train_main
 from strl_jax.train_loops.run_logger import RunLogger
 from strl_jax.train_loops.runner import build_programs, run_keys, train

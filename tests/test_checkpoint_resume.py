@@ -24,7 +24,6 @@ from tiny_config import tiny
 
 from strl_jax.checkpoints.orbax_checkpoints import (
     CheckpointError,
-    CheckpointMismatchError,
     CheckpointWarning,
     close_manager,
     open_manager,
@@ -33,6 +32,7 @@ from strl_jax.checkpoints.orbax_checkpoints import (
     save_checkpoint,
 )
 from strl_jax.configs.loader import config_to_dict, resolve_config
+from strl_jax.errors import CheckpointMismatchError
 from strl_jax.train import main as train_main
 from strl_jax.train_loops.run_logger import RunLogger
 from strl_jax.train_loops.runner import build_programs, run_keys, train

@@ -16,11 +16,11 @@ from tiny_config import tiny
 import strl_jax
 from strl_jax.checkpoints.manipulators import copy_overlap
 from strl_jax.checkpoints.orbax_checkpoints import (
-    CheckpointMismatchError,
-    as_nested_dict,
     load_params_and_normalizers,
 )
+from strl_jax.checkpoints.tree_layout import as_nested_dict
 from strl_jax.configs.loader import resolve_config
+from strl_jax.errors import CheckpointMismatchError
 from strl_jax.train import main as train_main
 from strl_jax.train_loops.code_state import repository_root, store_code_state
 from strl_jax.train_loops.runner import build_programs, run_keys, train

@@ -137,26 +137,9 @@ def fixed_rate(value: Any) -> float | None:
     return float(rate)
 
 
-def load_dataset_arrays(
-    settings: dict[str, Any], groups: dict[str, tuple[int, ...]], action_size: int, seed: int
-) -> DatasetArrays:
-    """The dataset's steps as host arrays, checked against the learner's observation groups
-    (`policy` from the files' `obs`, `critic` from `critic_obs`, or `obs` where they hold none)."""
-    data_dir = settings["data_dir"]
-    where = f"{OPTION}.data_dir {str(data_dir)!r}"
-    try:
-        read_metadata(data_dir)
-        files = trajectory_files(data_dir)
-    except (MotionFileError, OSError) as err:
-        raise ConfigError(f"{where}: {err}") from None
-    if not files:
-        raise ConfigError(f"{where} holds no trajectories")
-    unknown = sorted(set(groups) - {"policy", "critic"})
-    if unknown:
-        raise ConfigError(
-            f"{where}: the policy reads observation groups {unknown}, which datasets do not store "
-            "(they hold the policy and critic groups)"
-        )
+def read_pieces(files: list) -> dict[str, list[np.ndarray]]:
+    """Per trajectory file: policy and critic observations (`critic_obs`, else `obs`), actions,
+    rewards, dones (1 at the last step, whatever the file says) and time-outs (0 if absent)."""
     pieces: dict[str, list[np.ndarray]] = {
         k: [] for k in ("policy", "critic", "actions", "rewards", "dones", "timeouts")
     }
@@ -177,6 +160,30 @@ def load_dataset_arrays(
             pieces["timeouts"].append(
                 np.asarray(data["timeouts"] if "timeouts" in data else np.zeros_like(dones), np.float32)
             )
+    return pieces
+
+
+def load_dataset_arrays(
+    settings: dict[str, Any], groups: dict[str, tuple[int, ...]], action_size: int, seed: int
+) -> DatasetArrays:
+    """The dataset's steps as host arrays, checked against the learner's observation groups
+    (`policy` from the files' `obs`, `critic` from `critic_obs`, or `obs` where they hold none)."""
+    data_dir = settings["data_dir"]
+    where = f"{OPTION}.data_dir {str(data_dir)!r}"
+    try:
+        read_metadata(data_dir)
+        files = trajectory_files(data_dir)
+    except (MotionFileError, OSError) as err:
+        raise ConfigError(f"{where}: {err}") from None
+    if not files:
+        raise ConfigError(f"{where} holds no trajectories")
+    unknown = sorted(set(groups) - {"policy", "critic"})
+    if unknown:
+        raise ConfigError(
+            f"{where}: the policy reads observation groups {unknown}, which datasets do not store "
+            "(they hold the policy and critic groups)"
+        )
+    pieces = read_pieces(files)
     lengths = np.asarray([len(r) for r in pieces["rewards"]], np.int32)
     obs = {}
     for group, shape in groups.items():

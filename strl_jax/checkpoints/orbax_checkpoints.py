@@ -8,9 +8,8 @@ previous steps intact; a step that is nevertheless damaged (a file missing or tr
 array unreadable: `CheckpointDamage`) is skipped with a `CheckpointWarning` in favour of the one
 before it. Any other failure while restoring is a bug, not damage: it propagates with its cause.
 
-Orbax refuses zero-size arrays (MJX physics states hold several, e.g. `act` of a model without
-actuator activations) and typed PRNG keys. Those leaves are stored as nothing (zero-size) or as
-their key data, with their shape and dtype in `layout`, and are rebuilt on restore.
+Orbax refuses zero-size arrays and typed PRNG keys: those leaves are stored as nothing or as their
+key data, their shape and dtype in `layout`, and rebuilt on restore (`checkpoints.tree_layout`).
 
 A save that fails (disk full, permission denied, ...) is reported as one `CheckpointError`
 naming the folder, the cause and the newest checkpoint still intact; orbax's helper threads of
@@ -35,160 +34,23 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from strl_jax.errors import CheckpointDamage, CheckpointError, CheckpointMismatchError, CheckpointWarning
+from strl_jax.checkpoints.tree_layout import (
+    Layout,
+    Signature,
+    check_signatures,
+    decode_leaf,
+    encode_state,
+    layout_of,
+    path_name,
+    tree_signature,
+)
+from strl_jax.errors import CheckpointDamage, CheckpointError, CheckpointWarning
 
 CHECKPOINT_DIR = "checkpoints"
 SUPERSEDED_DIR = "superseded_checkpoints"
 FORMAT_VERSION = 2  # 2: meta["layout"] lists the leaves stored as nothing or as key data
 
-Signature = dict[str, tuple[tuple[int, ...], str]]
-Layout = dict[str, dict[str, Any]]  # path -> {"shape", "dtype", "stored": "nothing" | "key_data", "impl"}
 
-
-# ---------------------------------------------------------------------------- tree signatures
-def _key_name(key: Any) -> str:
-    for attr in ("key", "name", "idx"):
-        if hasattr(key, attr):
-            return str(getattr(key, attr))
-    return str(key)
-
-
-def path_name(path: tuple) -> str:
-    """`train_state.params.params.actor.hidden_0.kernel`: the same for a flax dataclass, a
-    namedtuple or the nested dicts orbax stores them as."""
-    return ".".join(_key_name(k) for k in path)
-
-
-def dtype_name(dtype: Any) -> str:
-    """`float32`, `bool`, ... or `key<fry>` for typed PRNG keys (which numpy cannot name)."""
-    if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
-        return str(dtype)
-    return str(np.dtype(dtype))
-
-
-def tree_signature(tree: Any) -> Signature:
-    """`{path: (shape, dtype)}` of every array leaf (arrays, ShapeDtypeStructs or orbax metadata)."""
-    return {
-        path_name(path): (tuple(leaf.shape), dtype_name(leaf.dtype))
-        for path, leaf in jax.tree_util.tree_leaves_with_path(tree)
-    }
-
-
-def as_nested_dict(tree: Any) -> dict:
-    """`tree` as the nested dicts (by `path_name` parts) that orbax restores it as."""
-    out: dict = {}
-    for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
-        *parents, last = (_key_name(k) for k in path)
-        node = out
-        for name in parents:
-            node = node.setdefault(name, {})
-        node[last] = leaf
-    return out
-
-
-def check_signatures(expected: Signature, found: Signature, where: str, limit: int = 5) -> None:
-    """Raise `CheckpointMismatchError` naming the entries whose shape or dtype differ."""
-    problems = []
-    for name in sorted(set(expected) | set(found), key=_relevance):
-        if name not in found:
-            problems.append(f"{name}: expected {_fmt(expected[name])}, missing in the checkpoint")
-        elif name not in expected:
-            problems.append(f"{name}: in the checkpoint ({_fmt(found[name])}), not in the configured state")
-        elif expected[name] != found[name]:
-            problems.append(
-                f"{name}: checkpoint has {_fmt(found[name])}, the config needs {_fmt(expected[name])}"
-            )
-    if problems:
-        more = f"\n  ... and {len(problems) - limit} more" if len(problems) > limit else ""
-        raise CheckpointMismatchError(
-            f"checkpoint {where} does not fit the configured task/network "
-            f"({len(problems)} entries differ):\n  "
-            + "\n  ".join(problems[:limit])
-            + more
-            + _auto_reset_hint(expected, found)
-        )
-
-
-def _auto_reset_hint(expected: Signature, found: Signature) -> str:
-    """The setting to resume with when only the env's initial-state pool differs: runs written
-    before `env.auto_reset=pool` became the default hold no pool."""
-    pool = lambda sig: any(".env_state.pool" in name for name in sig)  # noqa: E731
-    if pool(expected) == pool(found):
-        return ""
-    written = "pool" if pool(found) else "in_step"
-    return (
-        f"\n  its envs were written with env.auto_reset={written}: "
-        f"resume with the override env.auto_reset={written}"
-    )
-
-
-def _relevance(name: str) -> tuple[int, str]:
-    """Parameters first, then observations and normalisers: they say best what differs."""
-    if name.startswith("train_state.params."):
-        return 0, name
-    if name.startswith(("train_state.normalizers.", "rollout_state.obs.")):
-        return 1, name
-    return 2, name
-
-
-def _fmt(sig: tuple[tuple[int, ...], str]) -> str:
-    return f"shape {sig[0]} {sig[1]}"
-
-
-# ---------------------------------------------------------------------------- stored form
-def encode_state(tree: Any) -> tuple[Any, Layout]:
-    """`(storable tree, layout)`: orbax refuses zero-size arrays and typed PRNG keys, so the
-    former become empty nodes (no data) and the latter their key data; `layout` records what
-    each was, for `stored_signature` and `fill_from`. Leaves orbax cannot store at all (object
-    or string arrays) raise a `CheckpointError` naming them before anything is written."""
-    layout: Layout = {}
-
-    def encode(path, leaf):
-        name = path_name(path)
-        dtype = getattr(leaf, "dtype", None)
-        if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
-            impl = str(jax.random.key_impl(leaf))
-            layout[name] = {"shape": list(leaf.shape), "dtype": str(dtype), "impl": impl}
-            leaf = jax.random.key_data(leaf)
-            layout[name]["stored"] = "nothing" if leaf.size == 0 else "key_data"
-            return None if leaf.size == 0 else leaf
-        if dtype is None or not hasattr(leaf, "shape"):
-            leaf = np.asarray(leaf)
-            dtype = leaf.dtype
-        if np.dtype(dtype).kind in "OSUV" and not jax.numpy.issubdtype(dtype, jax.numpy.number):
-            raise CheckpointError(
-                f"state entry {name} cannot be checkpointed: dtype {np.dtype(dtype)} is not a "
-                "numeric or bool array"
-            )
-        if int(np.prod(leaf.shape)) == 0:
-            layout[name] = {"shape": list(leaf.shape), "dtype": dtype_name(dtype), "stored": "nothing"}
-            return None
-        return leaf
-
-    return jax.tree_util.tree_map_with_path(encode, tree), layout
-
-
-def _layout_of(meta: Mapping[str, Any]) -> Layout:
-    """The layout of a step's meta (format 1 checkpoints store every leaf as it is)."""
-    return dict(meta.get("layout") or {})
-
-
-def decode_leaf(template: Any, value: Any, entry: Mapping[str, Any], sharding: Any = None) -> Any:
-    """One leaf of `layout` back in the form of `template` (shape and dtype of the configured state)."""
-    is_key = "impl" in entry
-    data_template = jax.eval_shape(jax.random.key_data, template) if is_key else template
-    if entry["stored"] == "nothing":
-        zeros = np.zeros(data_template.shape, data_template.dtype)
-        value = zeros if sharding is None else _place(zeros, sharding)
-    return jax.random.wrap_key_data(value, impl=entry["impl"]) if is_key else value
-
-
-def _place(host: np.ndarray, sharding: Any) -> jax.Array:
-    """`host` (the same on every process) as a global array laid out by `sharding`."""
-    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
-
-
-# ---------------------------------------------------------------------------- the manager
 def open_manager(directory: str | Path, max_to_keep: int | None = None, read_only: bool = False):
     """A CheckpointManager for `directory` with the `state` + `meta` items registered.
 
@@ -471,7 +333,7 @@ def stored_signature(manager, step: int, layout: Layout | None = None) -> Signat
     if metadata is None:
         raise CheckpointDamage("the state item has no metadata")
     if layout is None:
-        layout = _layout_of(read_meta(manager, step))
+        layout = layout_of(read_meta(manager, step))
     signature = tree_signature(metadata)
     for name, entry in layout.items():
         signature[name] = (tuple(entry["shape"]), entry["dtype"])
@@ -498,7 +360,7 @@ def restore_checkpoint(
         }
 
     def read(candidate: int):
-        layout = _layout_of(read_meta(manager, candidate))
+        layout = layout_of(read_meta(manager, candidate))
         found = stored_signature(manager, candidate, layout)
         check_signatures(expected, found, f"{manager.directory}/{candidate}")
         raw, meta = restore_raw(manager, candidate, by_path)
@@ -621,7 +483,7 @@ def load_params_and_normalizers(
     prefixes = tuple(f"train_state.{k}." for k in wanted)
 
     def read(candidate: int):
-        layout = _layout_of(read_meta(manager, candidate))
+        layout = layout_of(read_meta(manager, candidate))
         if manipulate is None:
             stored = stored_signature(manager, candidate, layout)
             found = {k: v for k, v in stored.items() if k.startswith(prefixes)}

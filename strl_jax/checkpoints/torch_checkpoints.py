@@ -31,7 +31,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from strl_jax.checkpoints.orbax_checkpoints import apply_manipulator, fill_from, path_name, tree_signature
+from strl_jax.checkpoints.orbax_checkpoints import apply_manipulator, fill_from
+from strl_jax.checkpoints.tree_layout import path_name, tree_signature
 from strl_jax.errors import CheckpointError, CheckpointMismatchError, ConfigError, ExportError
 from strl_jax.networks.conv2d import tensor_to_numpy as numpy_of
 

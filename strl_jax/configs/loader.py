@@ -356,11 +356,8 @@ def check_recomputed_advantages(cfg: TrainConfig) -> None:
             raise ConfigError(f"{where} needs {what}")
 
 
-def validate_config(cfg: TrainConfig) -> None:
-    """Checks that need more than types: choices and divisibility."""
-    task_family(cfg.env.task)  # a ConfigError listing the Brax and Playground tasks
-    if cfg.env.backend not in available_backends():
-        raise ConfigError(f"unknown backend {cfg.env.backend!r}; valid backends: {available_backends()}")
+def check_choices(cfg: TrainConfig) -> None:
+    """Settings that take one of a few names."""
     choices = {
         "algorithm.class_name": (cfg.algorithm.class_name, list(ALGORITHMS)),
         "policy.rnn_type": (cfg.policy.rnn_type, ["lstm", "gru"]),
@@ -378,19 +375,10 @@ def validate_config(cfg: TrainConfig) -> None:
     for key, (value, valid) in choices.items():
         if value not in valid:
             raise ConfigError(f"unknown {key} {value!r}; valid choices: {valid}")
-    if cfg.runner.ckpt_manipulator:
-        check_function_spec(cfg.runner.ckpt_manipulator, "runner.ckpt_manipulator")
-    check_policy_stages(cfg.policy)  # class name, estimator / adaptor settings
-    check_encoder_settings(cfg.policy)
-    check_deterministic_policy(cfg)
-    check_action_distribution(cfg, active_parts(cfg))
-    sweep_settings(cfg)  # swept fields exist, are numbers, and have lists of values
-    check_pretraining(cfg)
-    check_algorithm_config(cfg)  # the checks of the algorithm's parts (teacher, discriminator, ...)
-    if cfg.policy.activation.lower() not in ACTIVATIONS:
-        raise ConfigError(
-            f"unknown policy.activation {cfg.policy.activation!r}; valid choices: {sorted(ACTIVATIONS)}"
-        )
+
+
+def check_positive(cfg: TrainConfig) -> None:
+    """Counts and sizes that must be at least 1."""
     positive = {
         "env.num_envs": cfg.env.num_envs,
         "env.episode_length": cfg.env.episode_length,
@@ -407,12 +395,10 @@ def validate_config(cfg: TrainConfig) -> None:
     for key, value in positive.items():
         if value < 1:
             raise ConfigError(f"{key} must be at least 1, got {value}")
-    if not cfg.algorithm.kl_epsilon >= 0:
-        raise ConfigError(
-            f"algorithm.kl_epsilon must be at least 0 (0: the exact KL), got {cfg.algorithm.kl_epsilon}"
-        )
-    check_gae_segments(cfg)
-    check_recomputed_advantages(cfg)
+
+
+def check_minibatch_split(cfg: TrainConfig) -> None:
+    """`num_mini_batches` divides what the minibatches split: the envs (recurrent), the batch."""
     if not algorithm_spec(cfg.algorithm.class_name).minibatched:
         return  # e.g. Distillation: the update walks the whole rollout in time order
     if policy_class(cfg.policy.class_name).recurrent:
@@ -428,3 +414,32 @@ def validate_config(cfg: TrainConfig) -> None:
             f"algorithm.num_mini_batches={cfg.algorithm.num_mini_batches} must divide the batch "
             f"env.num_envs * runner.num_steps_per_env = {batch}"
         )
+
+
+def validate_config(cfg: TrainConfig) -> None:
+    """Checks that need more than types: choices and divisibility."""
+    task_family(cfg.env.task)  # a ConfigError listing the Brax and Playground tasks
+    if cfg.env.backend not in available_backends():
+        raise ConfigError(f"unknown backend {cfg.env.backend!r}; valid backends: {available_backends()}")
+    check_choices(cfg)
+    if cfg.runner.ckpt_manipulator:
+        check_function_spec(cfg.runner.ckpt_manipulator, "runner.ckpt_manipulator")
+    check_policy_stages(cfg.policy)  # class name, estimator / adaptor settings
+    check_encoder_settings(cfg.policy)
+    check_deterministic_policy(cfg)
+    check_action_distribution(cfg, active_parts(cfg))
+    sweep_settings(cfg)  # swept fields exist, are numbers, and have lists of values
+    check_pretraining(cfg)
+    check_algorithm_config(cfg)  # the checks of the algorithm's parts (teacher, discriminator, ...)
+    if cfg.policy.activation.lower() not in ACTIVATIONS:
+        raise ConfigError(
+            f"unknown policy.activation {cfg.policy.activation!r}; valid choices: {sorted(ACTIVATIONS)}"
+        )
+    check_positive(cfg)
+    if not cfg.algorithm.kl_epsilon >= 0:
+        raise ConfigError(
+            f"algorithm.kl_epsilon must be at least 0 (0: the exact KL), got {cfg.algorithm.kl_epsilon}"
+        )
+    check_gae_segments(cfg)
+    check_recomputed_advantages(cfg)
+    check_minibatch_split(cfg)

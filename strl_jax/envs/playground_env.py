@@ -198,6 +198,27 @@ def is_joystick(env: Any, reset_state: Any) -> bool:
 
 
 # ---- construction -------------------------------------------------------------------------------
+def with_perception(task: str, env: Any, config: Any, groups: Any, scan: Any, depth: Any) -> tuple:
+    """`(the env to simulate, observe, components per group, component shapes)` with the height
+    scan (`scan`) and the forward depth image (`depth`) appended to their groups where set."""
+    observe: Callable[[Any], Observation] = groups
+    components = group_components(task, config, groups)
+    shapes: dict[str, tuple[int, ...]] = {}
+    if scan is not None:
+        observe = with_height_scan(task, env, config, groups, scan)
+        entry = (HEIGHT_SCAN, scan.spec.num_points)
+        components = {g: (*c, entry) if g in scan.groups else c for g, c in components.items()}
+        shapes[HEIGHT_SCAN] = (1, scan.spec.num_x, scan.spec.num_y)
+    simulated: Any = env
+    if depth is not None:
+        simulated = with_forward_depth(task, env, groups, depth)
+        observe = WithForwardDepth(base=observe, groups=depth.groups)
+        entry = (FORWARD_DEPTH, depth.spec.height * depth.spec.width)
+        components = {g: (*c, entry) if g in depth.groups else c for g, c in components.items()}
+        shapes[FORWARD_DEPTH] = depth.spec.shape
+    return simulated, observe, components, shapes
+
+
 def make_playground_env(
     task: str,
     num_envs: int,
@@ -230,21 +251,7 @@ def make_playground_env(
     env = registry.load(task, config=config)
     reset_state = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
     groups = observation_groups(task, reset_state.obs, obs_groups or {})
-    observe: Callable[[Any], Observation] = groups
-    components = group_components(task, config, groups)
-    shapes: dict[str, tuple[int, ...]] = {}
-    if scan is not None:
-        observe = with_height_scan(task, env, config, groups, scan)
-        entry = (HEIGHT_SCAN, scan.spec.num_points)
-        components = {g: (*c, entry) if g in scan.groups else c for g, c in components.items()}
-        shapes[HEIGHT_SCAN] = (1, scan.spec.num_x, scan.spec.num_y)
-    simulated: Any = env
-    if depth is not None:
-        simulated = with_forward_depth(task, env, groups, depth)
-        observe = WithForwardDepth(base=observe, groups=depth.groups)
-        entry = (FORWARD_DEPTH, depth.spec.height * depth.spec.width)
-        components = {g: (*c, entry) if g in depth.groups else c for g, c in components.items()}
-        shapes[FORWARD_DEPTH] = depth.spec.shape
+    simulated, observe, components, shapes = with_perception(task, env, config, groups, scan, depth)
     randomizer = domain_randomizer(task) if domain_randomization else None
     return VecEnv(
         env=simulated,

@@ -126,6 +126,52 @@ def _pick(spans: dict, names: tuple[str, ...], key: str, group: str) -> None:
         )
 
 
+def visual_encoders(cfg: Any, components: dict | None, actor: dict, shapes: dict) -> tuple:
+    """The visual classes' one conv encoder of `visual_component_name`, shared with the critic
+    where the critic's group holds that component too."""
+    named = (components or {}).get("critic") is not None
+    critic = group_spans(components, "critic", cfg.class_name) if named else {}
+    name = cfg.visual_component_name
+    _pick(actor, (name,), "visual_component_name", "policy")
+    kwargs = {**VISUAL_DEFAULTS, **cfg.visual_kwargs}
+    size = cfg.visual_latent_size
+    own = _spec(name, actor[name], CONV_CLASS, kwargs, size, shapes, linear_output=True)
+    shared = (own.at(critic[name][0]),) if name in critic else ()
+    if shared and critic[name][1] - critic[name][0] != own.size:
+        raise ConfigError(
+            f"the critic's {name!r} differs in size from the policy's: cannot share the encoder"
+        )
+    return (own,), shared, True
+
+
+def own_critic_encoders(cfg: Any, critic: dict, names: tuple, shapes: dict) -> tuple[EncoderSpec, ...]:
+    """Encoders of the critic's own (`critic_encoder_component_names`); components the actor also
+    encodes take the actor's per-component class and settings."""
+    critic_names = _names(cfg.critic_encoder_component_names)
+    _pick(critic, critic_names, "critic_encoder_component_names", "critic")
+    per_component = [
+        k for k in ("encoder_class_name", "encoder_kwargs") if isinstance(getattr(cfg, k), tuple)
+    ]
+    strangers = [n for n in critic_names if n not in names]
+    if per_component and strangers:
+        raise ConfigError(
+            f"policy.{per_component[0]} gives one entry per actor component, so the critic's encoders of "
+            f"{strangers} (not encoded for the actor) have none; give one for all components instead"
+        )
+    critic_specs = tuple(
+        _spec(
+            n,
+            critic[n],
+            _per_component(cfg.encoder_class_name, names, n) if n in names else cfg.encoder_class_name,
+            _per_component(cfg.encoder_kwargs, names, n) if n in names else cfg.encoder_kwargs,
+            cfg.encoder_output_size,
+            shapes,
+        )
+        for n in critic_names
+    )
+    return critic_specs
+
+
 def resolve_encoders(
     cfg: Any, spec: PolicyClass, components: dict | None, shapes: dict | None = None
 ) -> tuple[tuple[EncoderSpec, ...], tuple[EncoderSpec, ...], bool]:
@@ -136,19 +182,7 @@ def resolve_encoders(
     shapes = shapes or {}
     actor = group_spans(components, "policy", cfg.class_name)
     if spec.encoders == VISUAL:
-        named = (components or {}).get("critic") is not None
-        critic = group_spans(components, "critic", cfg.class_name) if named else {}
-        name = cfg.visual_component_name
-        _pick(actor, (name,), "visual_component_name", "policy")
-        kwargs = {**VISUAL_DEFAULTS, **cfg.visual_kwargs}
-        size = cfg.visual_latent_size
-        own = _spec(name, actor[name], CONV_CLASS, kwargs, size, shapes, linear_output=True)
-        shared = (own.at(critic[name][0]),) if name in critic else ()
-        if shared and critic[name][1] - critic[name][0] != own.size:
-            raise ConfigError(
-                f"the critic's {name!r} differs in size from the policy's: cannot share the encoder"
-            )
-        return (own,), shared, True
+        return visual_encoders(cfg, components, actor, shapes)
     names = _names(cfg.encoder_component_names)
     _pick(actor, names, "encoder_component_names", "policy")
     actor_specs = tuple(
@@ -177,26 +211,4 @@ def resolve_encoders(
                 "the policy's, so the actor's encoders cannot read them"
             )
         return actor_specs, tuple(s.at(critic[s.component][0]) for s in actor_specs), True
-    critic_names = _names(critic_names)
-    _pick(critic, critic_names, "critic_encoder_component_names", "critic")
-    per_component = [
-        k for k in ("encoder_class_name", "encoder_kwargs") if isinstance(getattr(cfg, k), tuple)
-    ]
-    strangers = [n for n in critic_names if n not in names]
-    if per_component and strangers:
-        raise ConfigError(
-            f"policy.{per_component[0]} gives one entry per actor component, so the critic's encoders of "
-            f"{strangers} (not encoded for the actor) have none; give one for all components instead"
-        )
-    critic_specs = tuple(
-        _spec(
-            n,
-            critic[n],
-            _per_component(cfg.encoder_class_name, names, n) if n in names else cfg.encoder_class_name,
-            _per_component(cfg.encoder_kwargs, names, n) if n in names else cfg.encoder_kwargs,
-            cfg.encoder_output_size,
-            shapes,
-        )
-        for n in critic_names
-    )
-    return actor_specs, critic_specs, False
+    return actor_specs, own_critic_encoders(cfg, critic, names, shapes), False

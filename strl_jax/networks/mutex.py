@@ -247,6 +247,27 @@ def group_by_structure(subs: Sequence[SubPolicy]) -> tuple[tuple[Actor, int, tup
     return tuple((subs[m[0]].actor, subs[m[0]].obs_size, tuple(m)) for m in groups.values())
 
 
+def command_mapping(cfg: MutexConfig, command: list, n: int, climb: bool) -> tuple[dict, bool]:
+    """`(sub-policy -> the velocity command it is given, whether the climb switch's jump-down
+    policy copies the jump policy's)`, checked against the sub-policies' command components."""
+    mapping = {int(k): command_value(v, f"cmd_vel_mapping[{k}]") for k, v in cfg.cmd_vel_mapping.items()}
+    for i in mapping:
+        if command[i] is None:
+            raise ConfigError(
+                f"cmd_vel_mapping names sub-policy {i}, "
+                f"whose input has no {cfg.command_component!r} component"
+            )
+    jump_down_copies = False
+    if climb:
+        jump_id = cfg.jump_obstacle_id
+        if cfg.jump_down_vel is not None:
+            mapping[n - 1] = command_value(cfg.jump_down_vel, "jump_down_vel")
+        elif jump_id in mapping:
+            jump_down_copies = True
+            mapping[n - 1] = mapping[jump_id]
+    return mapping, jump_down_copies
+
+
 def build_spec(cfg: MutexConfig, subs: Sequence[SubPolicy], layout: Layout) -> MutexSpec:
     climb = cfg.class_name == "ActorCriticClimbMutex"
     n = len(subs)
@@ -267,21 +288,7 @@ def build_spec(cfg: MutexConfig, subs: Sequence[SubPolicy], layout: Layout) -> M
         last_action.append(own_where.get(cfg.last_action_component))
         cmd = own_where.get(cfg.command_component)
         command.append(None if cmd is None else cmd[0])
-    mapping = {int(k): command_value(v, f"cmd_vel_mapping[{k}]") for k, v in cfg.cmd_vel_mapping.items()}
-    for i in mapping:
-        if command[i] is None:
-            raise ConfigError(
-                f"cmd_vel_mapping names sub-policy {i}, "
-                f"whose input has no {cfg.command_component!r} component"
-            )
-    jump_down_copies = False
-    if climb:
-        jump_id = cfg.jump_obstacle_id
-        if cfg.jump_down_vel is not None:
-            mapping[n - 1] = command_value(cfg.jump_down_vel, "jump_down_vel")
-        elif jump_id in mapping:
-            jump_down_copies = True
-            mapping[n - 1] = mapping[jump_id]
+    mapping, jump_down_copies = command_mapping(cfg, command, n, climb)
     scales = cfg.sub_action_scales or tuple(s.action_scale for s in subs)
     cmd_scales = cfg.cmd_scales or (1.0,) * n
     if len(scales) != n or len(cmd_scales) != n:

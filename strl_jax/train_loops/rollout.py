@@ -312,14 +312,8 @@ def dataset_rollout(
             parts=no_fields
             | ({DATASET_LABELS: {"action_labels": actions}} if learner.pretrain_imitation else {}),
         )
-        sums = {
-            "episodes": done.sum(),
-            "return_sum": ((cursor.episode_return + reward) * done).sum(),
-            "length_sum": ((cursor.episode_length + 1) * done).sum(),
-            "reward_sum": reward.sum(),
-            "metrics": {},
-            "parts": no_fields,
-        }
+        sums = episode_sums(cursor.episode_return + reward, cursor.episode_length + 1, {}, reward, done)
+        sums |= {"parts": no_fields}
         return advance(dataset, cursor, index, learner.cfg.env.num_envs), (transition, sums)
 
     cursor, (transitions, step_sums) = jax.lax.scan(

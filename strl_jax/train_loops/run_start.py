@@ -15,12 +15,12 @@ import numpy as np
 
 from strl_jax.checkpoints.orbax_checkpoints import (
     CheckpointError,
-    as_nested_dict,
     load_params_and_normalizers,
     restore_checkpoint,
     supersede_after,
 )
 from strl_jax.checkpoints.torch_checkpoints import load_torch_params_and_normalizers
+from strl_jax.checkpoints.tree_layout import as_nested_dict
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.train_loops.devices import is_primary, local_copy, sync_processes
 from strl_jax.train_loops.members import Member, run_keys
