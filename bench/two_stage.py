@@ -105,7 +105,7 @@ def parse_args() -> argparse.Namespace:
         "--rl-imitation",
         type=float,
         nargs=2,
-        default=[100.0, 80],
+        default=[100.0, 40],
         metavar=("COEF", "ITERATIONS"),
         help="rl_imitation_coef and rl_imitation_iterations of the '+ RL imitation' arm (0 0: no such arm)",
     )

@@ -1,6 +1,6 @@
 """A part defined in this file alone trains, resumes exactly and logs its metrics: adding a part
-is a builder and a row in the algorithm table, with no edit of the learner, the state containers,
-the logger or the checkpoint code."""
+is a `PARTS` row, a builder and the algorithm table's row that uses it, with no edit of the
+learner, the state containers, the logger or the checkpoint code."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tiny_config import tiny
 
-from strl_jax.agents.algorithms import ALGORITHMS, AlgorithmSpec
+from strl_jax.agents.algorithms import ALGORITHMS, PARTS, AlgorithmSpec, PartSpec
 from strl_jax.agents.parts import (
     EnvStep,
     InitContext,
@@ -87,6 +87,7 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("parts")
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(ALGORITHMS, "AuxPPO", AlgorithmSpec("ppo", ("reward_predictor",)))
+        patch.setitem(PARTS, "reward_predictor", PartSpec())
         patch.setitem(
             PART_BUILDERS, "reward_predictor", lambda env, cfg, spec: RewardPredictor(name="reward_predictor")
         )
@@ -132,3 +133,10 @@ def test_a_part_from_a_test_file_resumes_exactly(runs):
     assert rows(resumed) == rows(straight)
     chex.assert_trees_all_equal(resumed.train_state, straight.train_state)
     chex.assert_trees_all_equal(resumed.rollout_state, straight.rollout_state)
+
+
+def test_every_part_has_a_row_and_a_builder():
+    """The config side's rows (`agents.algorithms.PARTS`) and the learner's builders name the same
+    parts, and every algorithm's parts have both."""
+    assert set(PARTS) == set(PART_BUILDERS)
+    assert {p for spec in ALGORITHMS.values() for p in spec.parts} <= set(PARTS)

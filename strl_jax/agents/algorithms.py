@@ -2,7 +2,8 @@
 
 Config validation, the device-split checks, the env's extra observation groups and the learner
 the runner builds all derive from this table (`train_loops.learner_builder` turns a row into parts).
-A new algorithm is a new row; a new part is a config check here and a builder there.
+A new algorithm is a new row of `ALGORITHMS`; a new part is a row of `PARTS` here and a builder
+there.
 """
 
 from __future__ import annotations
@@ -48,20 +49,57 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
     "EstimatorTPPO": AlgorithmSpec("ppo", ("teacher", "estimator")),
 }
 
-# Per part: checks of its config fields (cheap; files are read when the learner is built) and
-# the env observation groups it needs.
-PART_CONFIG_CHECKS: dict[str, Callable[[Any], None]] = {
-    "teacher": check_teacher_config,
-    "amp": check_amp_config,
-    "estimator": check_estimator_config,
-    "symmetry": check_symmetry_config,
-    "rnd": check_rnd_config,
+
+@dataclasses.dataclass(frozen=True)
+class PartSpec:
+    """What the config side knows of a part (its builder is `train_loops.learner_builder`'s).
+
+    `check`: checks of its config fields (cheap; files are read when the learner is built).
+    `env_groups`: observation groups the env must provide, read by this part only.
+    `option`: the `algorithm` field that adds it to PPO (rsl_rl's extensions; None there: off).
+    `enabled`: for a part that neither an algorithm nor an option adds, when a config turns it on.
+    `plain_ppo_only`: an option part that also needs a feed-forward policy and no part of the
+    algorithm's own (rsl_rl). `with_actions`: what it does with actions or action means, which a
+    tanh-squashed policy (pre-tanh means) does not allow; None: it combines with one.
+    """
+
+    check: Callable[[Any], None] | None = None
+    env_groups: tuple[str, ...] = ()
+    option: str | None = None
+    enabled: Callable[[Any], bool] | None = None
+    plain_ppo_only: bool = False
+    with_actions: str | None = None
+
+    def setting(self) -> str:
+        """The config setting that adds the part to a run."""
+        if self.option is not None:
+            return f"algorithm.{self.option}"
+        return "runner.pretrain_dataset" if self.enabled is not None else "algorithm.class_name"
+
+
+PARTS: dict[str, PartSpec] = {
+    "teacher": PartSpec(
+        check_teacher_config,
+        with_actions="pulls the action mean towards a teacher's actions",
+    ),
+    "amp": PartSpec(
+        check_amp_config,
+        env_groups=(AMP_GROUP,),
+        with_actions="compares action means with motion labels",
+    ),
+    "estimator": PartSpec(check_estimator_config),
+    "symmetry": PartSpec(
+        check_symmetry_config,
+        option="symmetry_cfg",
+        plain_ppo_only=True,
+        with_actions="mirrors actions and action means",
+    ),
+    "rnd": PartSpec(check_rnd_config, option="rnd_cfg"),
+    "demonstrations": PartSpec(
+        enabled=rl_imitation_active,
+        with_actions="pulls the action mean towards the dataset's actions",
+    ),
 }
-PART_ENV_GROUPS: dict[str, tuple[str, ...]] = {"amp": (AMP_GROUP,)}
-# Parts an `algorithm` option adds to PPO (rsl_rl's extensions): part -> option (None: off).
-OPTION_PARTS: dict[str, str] = {"symmetry": "symmetry_cfg", "rnd": "rnd_cfg"}
-# Option parts that also need a feed-forward policy and no part of the algorithm's own (rsl_rl).
-PLAIN_PPO_ONLY: frozenset[str] = frozenset({"symmetry"})
 
 
 def algorithm_spec(name: str) -> AlgorithmSpec:
@@ -72,19 +110,21 @@ def algorithm_spec(name: str) -> AlgorithmSpec:
 
 
 def active_parts(cfg: Any) -> tuple[str, ...]:
-    """The parts of `algorithm.class_name`, then those its options turn on, then the dataset's
-    pull in the RL iterations of two-stage training (`runner.pretrain_dataset.rl_imitation_coef`)."""
+    """The parts of `algorithm.class_name`, then those its options turn on, then those other
+    settings turn on (the dataset's pull in two-stage training's RL iterations)."""
     spec = algorithm_spec(cfg.algorithm.class_name)
-    options = tuple(p for p, opt in OPTION_PARTS.items() if getattr(cfg.algorithm, opt) is not None)
-    demonstrations = ("demonstrations",) if rl_imitation_active(cfg) else ()
-    return spec.parts + options + demonstrations
+    options = tuple(
+        p for p, row in PARTS.items() if row.option and getattr(cfg.algorithm, row.option) is not None
+    )
+    enabled = tuple(p for p, row in PARTS.items() if row.enabled is not None and row.enabled(cfg))
+    return spec.parts + options + enabled
 
 
 def check_option_part(cfg: Any, spec: AlgorithmSpec, part: str) -> None:
-    """An option part needs PPO's update; those in `PLAIN_PPO_ONLY` also no other part and a
+    """An option part needs PPO's update; a `plain_ppo_only` one also no other part and a
     feed-forward policy (rsl_rl)."""
-    option = f"algorithm.{OPTION_PARTS[part]}"
-    plain_only = part in PLAIN_PPO_ONLY
+    option = PARTS[part].setting()
+    plain_only = PARTS[part].plain_ppo_only
     if spec.update != "ppo" or (plain_only and spec.parts):
         plain = [n for n, s in ALGORITHMS.items() if s.update == "ppo" and not (plain_only and s.parts)]
         raise ConfigError(
@@ -98,7 +138,7 @@ def check_option_part(cfg: Any, spec: AlgorithmSpec, part: str) -> None:
 
 def env_groups(spec: AlgorithmSpec) -> tuple[str, ...]:
     """Extra observation groups the env must provide for the algorithm's parts."""
-    return tuple(g for part in spec.parts for g in PART_ENV_GROUPS.get(part, ()))
+    return tuple(g for part in spec.parts for g in PARTS[part].env_groups)
 
 
 def check_algorithm_config(cfg: Any) -> None:
@@ -106,11 +146,10 @@ def check_algorithm_config(cfg: Any) -> None:
     those of the options every update has."""
     spec = algorithm_spec(cfg.algorithm.class_name)
     for part in active_parts(cfg):
-        if part in OPTION_PARTS:
+        if PARTS[part].option is not None:
             check_option_part(cfg, spec, part)
-        check = PART_CONFIG_CHECKS.get(part)
-        if check is not None:
-            check(cfg)
+        if PARTS[part].check is not None:
+            PARTS[part].check(cfg)
     if policy_class(cfg.policy.class_name).stages and "estimator" not in spec.parts:
         trains = [name for name, s in ALGORITHMS.items() if "estimator" in s.parts]
         raise ConfigError(
@@ -149,3 +188,9 @@ def check_update_options(cfg: Any, spec: AlgorithmSpec) -> None:
             f"algorithm.buffer_dilation_ratio and algorithm.hidden_state_resample_prob apply to the "
             f"minibatch update of PPO-style algorithms, not to {cfg.algorithm.class_name}"
         )
+
+
+def parts_with_actions(parts: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+    """`{part: (the setting that adds it, what it does with actions)}` of those among `parts` that
+    a tanh-squashed policy does not allow (`networks.policy_classes.check_action_distribution`)."""
+    return {p: (PARTS[p].setting(), PARTS[p].with_actions) for p in parts if PARTS[p].with_actions}

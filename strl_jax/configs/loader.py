@@ -16,7 +16,13 @@ from typing import Any
 
 import yaml
 
-from strl_jax.agents.algorithms import ALGORITHMS, active_parts, algorithm_spec, check_algorithm_config
+from strl_jax.agents.algorithms import (
+    ALGORITHMS,
+    active_parts,
+    algorithm_spec,
+    check_algorithm_config,
+    parts_with_actions,
+)
 from strl_jax.buffers.gae import ADVANTAGE_ESTIMATORS
 from strl_jax.buffers.rollout_dataset import pretrain_settings
 from strl_jax.configs.rsl_rl_config import from_rsl_rl_config, is_rsl_rl_config
@@ -427,7 +433,7 @@ def validate_config(cfg: TrainConfig) -> None:
     check_policy_stages(cfg.policy)  # class name, estimator / adaptor settings
     check_encoder_settings(cfg.policy)
     check_deterministic_policy(cfg)
-    check_action_distribution(cfg, active_parts(cfg))
+    check_action_distribution(cfg, parts_with_actions(active_parts(cfg)))
     sweep_settings(cfg)  # swept fields exist, are numbers, and have lists of values
     check_pretraining(cfg)
     check_algorithm_config(cfg)  # the checks of the algorithm's parts (teacher, discriminator, ...)

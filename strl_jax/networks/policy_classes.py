@@ -159,20 +159,11 @@ def check_policy_stages(cfg: Any) -> None:
             )
 
 
-# The parts that work with a tanh-squashed policy: they neither replace, mirror nor compare actions.
-TANH_GAUSSIAN_PARTS = ("estimator", "rnd")
-_TANH_REFUSED = {  # part -> (the setting that adds it, what it does with actions)
-    "teacher": ("algorithm.class_name", "pulls the action mean towards a teacher's actions"),
-    "amp": ("algorithm.class_name", "compares action means with motion labels"),
-    "symmetry": ("algorithm.symmetry_cfg", "mirrors actions and action means"),
-}
-
-
-def check_action_distribution(cfg: Any, parts: tuple[str, ...]) -> None:
+def check_action_distribution(cfg: Any, with_actions: dict[str, tuple[str, str]]) -> None:
     """`policy.distribution` (`networks.gaussian.ActionDistribution`) against the run's other
-    settings; `parts` are the algorithm's active parts. `tanh_gaussian` learns in pre-tanh
-    coordinates, so whatever treats the action mean as an action, or the std as a parameter, is
-    refused by name."""
+    settings; `with_actions`: the run's parts that treat action means as actions, `{part: (the
+    setting that adds it, what it does)}`. `tanh_gaussian` learns in pre-tanh coordinates, so
+    whatever treats the action mean as an action, or the std as a parameter, is refused by name."""
     policy = cfg.policy
     if policy.distribution not in DISTRIBUTIONS:
         raise ConfigError(
@@ -181,15 +172,13 @@ def check_action_distribution(cfg: Any, parts: tuple[str, ...]) -> None:
     if policy.distribution == GAUSSIAN:
         return
     where = f"policy.distribution={TANH_GAUSSIAN}"
-    for part in parts:
-        if part not in TANH_GAUSSIAN_PARTS:
-            setting, why = _TANH_REFUSED.get(part, ("algorithm.class_name", "reads actions"))
-            value = cfg.algorithm.class_name if setting == "algorithm.class_name" else "set"
-            raise ConfigError(
-                f"{where} does not combine with {setting}={value} (its {part} part {why} in action "
-                f"space, the policy's mean is pre-tanh); with {TANH_GAUSSIAN} use algorithm.class_name "
-                f"PPO or EstimatorPPO (algorithm.rnd_cfg allowed), or policy.distribution={GAUSSIAN}"
-            )
+    for part, (setting, why) in with_actions.items():
+        value = cfg.algorithm.class_name if setting == "algorithm.class_name" else "set"
+        raise ConfigError(
+            f"{where} does not combine with {setting}={value} (its {part} part {why} in action "
+            f"space, the policy's mean is pre-tanh); with {TANH_GAUSSIAN} use algorithm.class_name "
+            f"PPO or EstimatorPPO (algorithm.rnd_cfg allowed), or policy.distribution={GAUSSIAN}"
+        )
     if policy.noise_std_type != "scalar":
         raise ConfigError(
             f"policy.noise_std_type={policy.noise_std_type} applies to the learned std of "
