@@ -3,7 +3,8 @@
 A refactor of the learner must not change a single number. This script trains short, seeded runs
 on the pendulum (with checkpoints and evaluation) of PPO, a recurrent PPO, TPPO, Distillation,
 APPO, ATPPO, EstimatorPPO, PPO with RND, PPO with symmetry augmentation and the mirror loss, a
-population of two members and two-stage training (pretraining on a dataset, then RL), plus PPO on
+population of two members and two-stage training (pretraining on a dataset, then RL; also with the
+imitation term carried into the RL iterations), plus PPO on
 MuJoCo Playground's Go1JoystickFlatTerrain (domain randomisation, privileged critic, locomotion
 evaluation; needs the `playground` extra; `--only NAME ...` picks runs), and writes
 each run's metrics.jsonl under `--out` (a population: one per member). The teacher, the motion
@@ -102,6 +103,15 @@ def runs(assets: Path) -> dict[str, tuple[str, list[str]]]:
                 *SMALL_MLP,
                 "runner.pretrain_iterations=3",
                 f"runner.pretrain_dataset={{data_dir: {assets / 'dataset'}, dataset_loops: -1}}",
+            ],
+        ),
+        "two_stage_rl_imitation": (
+            "inverted_pendulum_teacher",
+            [
+                *SMALL_MLP,
+                "runner.pretrain_iterations=3",
+                f"runner.pretrain_dataset={{data_dir: {assets / 'dataset'}, dataset_loops: -1, "
+                "rl_imitation_coef: 10, rl_imitation_iterations: 2}",
             ],
         ),
         "playground_go1": (

@@ -24,7 +24,7 @@ PENDULUM_LAYOUT = (("cart", 1), ("pole", 1), ("velocities", 2))
 
 def build(task: str, *overrides: str, amp: bool = False):
     cfg = resolve_config(task, overrides=["env.num_envs=2", *overrides])
-    return make_env_from_config(cfg.env, amp=amp)
+    return make_env_from_config(cfg.env, extra_groups=("amp",) if amp else ())
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from strl_jax.envs.amp_obs import WithAmpObservation
 from strl_jax.envs.brax_env import NAMING_HINT as BRAX_NAMING_HINT
 from strl_jax.envs.brax_env import available_tasks as brax_tasks
@@ -42,18 +45,51 @@ def task_family(task: str) -> str:
     raise ConfigError(f"unknown task {task!r}; Brax tasks: {brax_tasks()}; {listing}")
 
 
-def make_env_from_config(env_cfg, num_envs: int | None = None, amp: bool = False) -> VecEnv:
+def with_amp_frames(env: VecEnv, env_cfg) -> VecEnv:
+    """The `amp` group: the AMP frame of the physics state (`env.amp_obs_components`)."""
+    components = None if env_cfg.amp_obs_components is None else tuple(env_cfg.amp_obs_components)
+    return env.replace(observe=WithAmpObservation(env.observe, env_cfg.task, components))
+
+
+# Observation groups a learner part may ask the env for by name (`PartSpec.env_groups` in
+# `agents.algorithms`): the families whose tasks can provide it, and the function adding it.
+EXTRA_GROUPS: dict[str, tuple[tuple[str, ...], Callable[[VecEnv, Any], VecEnv]]] = {
+    "amp": (("brax",), with_amp_frames),
+}
+
+
+def check_extra_groups(task: str, extra_groups: tuple[str, ...]) -> None:
+    family = task_family(task)
+    for name in extra_groups:
+        if name not in EXTRA_GROUPS:
+            raise ConfigError(
+                f"no env provides the observation group {name!r}; the groups parts may ask for: "
+                f"{list(EXTRA_GROUPS)}"
+            )
+        families, _ = EXTRA_GROUPS[name]
+        if family not in families:
+            raise ConfigError(
+                f"the {name!r} observation group is defined for {' and '.join(families)} tasks, not for "
+                f"{family} task {task!r}"
+            )
+
+
+def make_env_from_config(env_cfg, num_envs: int | None = None, extra_groups: tuple[str, ...] = ()) -> VecEnv:
     """Build from an `EnvConfig`; `num_envs` overrides the configured count (evaluation envs).
 
-    `amp` adds the `amp` group: the AMP frame of the physics state (`env.amp_obs_components`).
-    `env.obs_components` selects components of the groups (before the `amp` group is added).
+    `extra_groups` adds observation groups a learner part reads (`EXTRA_GROUPS`, e.g. `amp`, the
+    AMP frame of the physics state), after `env.obs_components` selected components of the groups.
     """
-    count = env_cfg.num_envs if num_envs is None else num_envs
+    check_extra_groups(env_cfg.task, extra_groups)
+    env = make_task_env(env_cfg, env_cfg.num_envs if num_envs is None else num_envs)
+    for name in extra_groups:
+        env = EXTRA_GROUPS[name][1](env, env_cfg)
+    return env
+
+
+def make_task_env(env_cfg, count: int) -> VecEnv:
+    """The task's env with its configured groups and components."""
     if task_family(env_cfg.task) == "playground":
-        if amp:
-            raise ConfigError(
-                f"AMP observation frames are defined for Brax tasks, not for Playground task {env_cfg.task!r}"
-            )
         env = make_playground_env(
             task=env_cfg.task,
             num_envs=count,
@@ -92,8 +128,4 @@ def make_env_from_config(env_cfg, num_envs: int | None = None, amp: bool = False
         env_kwargs=env_cfg.env_kwargs,
         obs_groups=env_cfg.obs_groups,
     )
-    env = select_components(env, env_cfg.obs_components, BRAX_NAMING_HINT)
-    if not amp:
-        return env
-    components = None if env_cfg.amp_obs_components is None else tuple(env_cfg.amp_obs_components)
-    return env.replace(observe=WithAmpObservation(env.observe, env_cfg.task, components))
+    return select_components(env, env_cfg.obs_components, BRAX_NAMING_HINT)

@@ -17,7 +17,6 @@ from typing import Any
 import jax
 
 from strl_jax.agents.algorithms import algorithm_spec, env_groups
-from strl_jax.agents.motion_prior import AMP_GROUP
 from strl_jax.configs.loader import config_to_dict
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.tasks import make_env_from_config
@@ -134,7 +133,7 @@ def build_programs(cfg: TrainConfig) -> Programs:
 def training_env(cfg: TrainConfig) -> VecEnv:
     """The env the learner steps, with `env.auto_reset`'s source of fresh initial states."""
     groups = env_groups(algorithm_spec(cfg.algorithm.class_name))
-    return make_env_from_config(cfg.env, amp=AMP_GROUP in groups).replace(auto_reset=cfg.env.auto_reset)
+    return make_env_from_config(cfg.env, extra_groups=groups).replace(auto_reset=cfg.env.auto_reset)
 
 
 def evaluation_env(env: VecEnv, cfg: TrainConfig) -> VecEnv:
