@@ -158,6 +158,12 @@ def stays_ahead(two: dict[int, float], alone: dict[int, float], expert: float) -
     return True
 
 
+def mean_curve(by_seed: dict) -> dict[int, float]:
+    """The seeds' mean return at each evaluation all of them have."""
+    steps = set.intersection(*(set(c) for c in by_seed.values()))
+    return {k: statistics.mean(c[k] for c in by_seed.values()) for k in steps}
+
+
 def mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.1f} +- {statistics.pstdev(values):.1f}" if values else "-"
 
@@ -301,9 +307,12 @@ def report(task: str, r: dict) -> str:
             seeds = ", ".join(map(str, by_seed))
             lines.append(f"{arm}: before any env step {shares} of the expert's return (seeds {seeds}); "
                          f"lowest pretraining rate {rates}")  # fmt: skip
+    alone = mean_curve(r["curves"]["RL alone"])
     for arm, ahead in r["ahead_until_expert"].items():
+        on_means = stays_ahead(mean_curve(r["curves"][arm]), alone, r["expert_return"])
         lines.append(f"{arm} ahead of RL alone until both reach the expert's return: "
-                     f"{sum(ahead.values())} of {len(ahead)} seeds")  # fmt: skip
+                     f"{sum(ahead.values())} of {len(ahead)} seeds; mean over seeds: "
+                     f"{'ahead' if on_means else 'not ahead'}")  # fmt: skip
     return "\n".join(lines)
 
 
