@@ -215,6 +215,8 @@ def run_task(task: str, args: argparse.Namespace) -> dict:
             cfg = resolve_config(spec["config"], overrides=[*spec["common"], *overrides, f"seed={seed}"])
             t0 = time.time()
             result = train(cfg, out / "runs" / f"{arm.replace(' ', '_')}_s{seed}", verbose=False)
+            if result.interrupted:  # the run stopped on a signal: so does the benchmark
+                raise SystemExit(f"{task} {arm} seed {seed}: stopped by {result.interrupted}")
             times[arm].append(time.time() - t0)
             curves[arm][seed] = curve(result.rows)
             rates = [r["learning_rate"] for r in result.rows if r.get("pretraining")]
