@@ -18,6 +18,7 @@ import yaml
 
 from strl_jax.agents.algorithms import (
     ALGORITHMS,
+    PARTS,
     active_parts,
     algorithm_spec,
     check_algorithm_config,
@@ -291,7 +292,8 @@ def check_pretraining(cfg: TrainConfig) -> None:
     if runner.pretrain_iterations == 0:
         return
     pretrain_settings(runner.pretrain_dataset)
-    parts = [p for p in active_parts(cfg) if p != "demonstrations"]  # the one pretraining adds
+    # parts the pretraining settings add themselves (the dataset's pull in the RL iterations) fit it
+    parts = [p for p in active_parts(cfg) if PARTS[p].setting() != "runner.pretrain_dataset"]
     if algorithm_spec(cfg.algorithm.class_name).update != "ppo" or parts:
         plain = [n for n, s in ALGORITHMS.items() if s.update == "ppo" and not s.parts]
         raise ConfigError(
