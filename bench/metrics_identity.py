@@ -2,14 +2,15 @@
 
 A refactor of the learner must not change a single number. This script trains short, seeded runs
 on the pendulum (with checkpoints and evaluation) of PPO, a recurrent PPO, TPPO, Distillation,
-APPO, ATPPO, EstimatorPPO, PPO with RND, PPO with symmetry augmentation and the mirror loss, a
-population of two members and two-stage training (pretraining on a dataset, then RL; also with the
-imitation term carried into the RL iterations), plus PPO on
-MuJoCo Playground's Go1JoystickFlatTerrain (domain randomisation, privileged critic, locomotion
-evaluation; needs the `playground` extra; `--only NAME ...` picks runs), and writes
-each run's metrics.jsonl under `--out` (a population: one per member). The teacher, the motion
-dataset and the pretraining dataset come from `--assets`, made once (`prepare`) so both versions
-learn from the same files. `compare` then checks two such folders value by value, times aside.
+APPO, ATPPO, EstimatorPPO, EstimatorTPPO, an encoder policy (EncoderActorCritic), PPO with RND,
+PPO with symmetry augmentation and the mirror loss, a population of two members and two-stage
+training (pretraining on a dataset, then RL; also with the imitation term carried into the RL
+iterations), plus PPO on MuJoCo Playground's Go1JoystickFlatTerrain (domain randomisation,
+privileged critic, locomotion evaluation; needs the `playground` extra; `--only NAME ...` picks
+runs), and writes each run's metrics.jsonl under `--out` (a population: one per member). The
+teacher, the motion dataset and the pretraining dataset come from `--assets`, made once
+(`prepare`) so both versions learn from the same files. `compare` then checks two such folders
+value by value, times aside.
 
     python bench/metrics_identity.py prepare --assets /tmp/ident_assets
     python bench/metrics_identity.py run --assets /tmp/ident_assets --out /tmp/before
@@ -74,6 +75,29 @@ def runs(assets: Path) -> dict[str, tuple[str, list[str]]]:
         "estimator_ppo": (
             "inverted_pendulum_estimator",
             [*SMALL_RNN, "policy.estimator_kwargs={hidden_sizes: [16], nonlinearity: elu}"],
+        ),
+        "estimator_tppo": (
+            "inverted_pendulum_estimator",
+            [
+                *SMALL_RNN,
+                "policy.estimator_kwargs={hidden_sizes: [16], nonlinearity: elu}",
+                "algorithm.class_name=EstimatorTPPO",
+                teacher,
+                "algorithm.teacher_act_prob=0.5",
+            ],
+        ),
+        "encoder_ppo": (
+            "inverted_pendulum",
+            [
+                *SMALL_MLP,
+                "env.obs_groups.policy={cart: [0], pole: [1], velocities: [2, 3]}",
+                "env.obs_groups.critic={cart: [0], pole: [1], velocities: [2, 3]}",
+                "policy.class_name=EncoderActorCritic",
+                "policy.encoder_component_names=[velocities]",
+                "policy.encoder_kwargs={hidden_sizes: [8], nonlinearity: ELU}",
+                "policy.encoder_output_size=3",
+                "policy.critic_encoder_component_names=[velocities]",
+            ],
         ),
         "rnd": (
             "inverted_pendulum",

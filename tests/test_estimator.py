@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strl_jax.agents.estimator import EstimatorPart, check_estimator_config
+from strl_jax.agents.estimator import EstimatorPart, estimator_settings
 from strl_jax.agents.parts import LossContext
 from strl_jax.agents.ppo import PPOBatch
 from strl_jax.configs import ConfigError, resolve_config
@@ -363,7 +363,7 @@ def test_config_rules():
             ],
         )
     with pytest.raises(ConfigError, match="has none"):
-        check_estimator_config(
+        estimator_settings(
             resolve_config("inverted_pendulum", overrides=["algorithm.class_name=PPO"]).__class__(
                 algorithm=dataclasses.replace(
                     resolve_config("inverted_pendulum").algorithm, class_name="EstimatorPPO"

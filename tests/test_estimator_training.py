@@ -26,7 +26,7 @@ from strl_jax.envs import make_env_from_config
 from strl_jax.export import load_jax_policy
 from strl_jax.export import main as export_main
 from strl_jax.inference import load_policy
-from strl_jax.networks.normalizer import init_normalizer, normalize, normalize_groups
+from strl_jax.networks.normalizer import InputNormalization, init_normalizer, normalize
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.play import main as play_main
 from strl_jax.train import main as train_main
@@ -74,9 +74,9 @@ def estimator_errors(cfg, result) -> list[float]:
     initial, _ = jax.jit(learner.init)(jax.random.PRNGKey(cfg.seed))
     ts = result.train_state
     _, tr, _ = jax.jit(learner.rollout)(ts, result.rollout_state, jax.random.PRNGKey(7))
-    nobs = normalize_groups(ts.normalizers, tr.obs, True)
+    nobs = InputNormalization().groups(ts.normalizers, tr.obs)
     resets = jnp.concatenate([jnp.zeros_like(tr.dones[:1]), tr.dones[:-1]])
-    units = learner.model.units(ts.normalizers, True)
+    units = learner.model.units(ts.normalizers)
     target = nobs["critic"][..., 2:4]
     errors = []
     for params in (initial.params, ts.params):

@@ -1,6 +1,7 @@
-"""A part defined in this file alone trains, resumes exactly and logs its metrics: adding a part
-is a `PARTS` row, a builder and the algorithm table's row that uses it, with no edit of the
-learner, the state containers, the logger or the checkpoint code."""
+"""A part defined in this file alone, with settings of its own, trains, resumes exactly and logs
+its metrics: adding a part is its module (here this file: the part, its typed settings and its
+builder) and its `PARTS` row, with no edit of the config schema, the learner, the state
+containers, the logger or the checkpoint code. Its settings come from `algorithm.parts.<name>`."""
 
 from __future__ import annotations
 
@@ -15,19 +16,20 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tiny_config import tiny
 
-from strl_jax.agents.algorithms import ALGORITHMS, PARTS, AlgorithmSpec, PartSpec
+from strl_jax.agents.algorithms import ALGORITHMS, PARTS, PartSpec
 from strl_jax.agents.parts import (
     EnvStep,
     InitContext,
     LossContext,
     Part,
+    PartBuild,
     StepContext,
     StepOutput,
     UpdateContext,
 )
-from strl_jax.configs.loader import resolve_config
+from strl_jax.configs.loader import ConfigError, resolve_config
 from strl_jax.networks.mlp import MLP
-from strl_jax.train_loops.learner_builder import PART_BUILDERS
+from strl_jax.train_loops.programs import build_programs
 from strl_jax.train_loops.runner import train
 
 PREDICTOR = MLP(hidden_dims=(8,), output_dim=1)
@@ -81,25 +83,50 @@ class RewardPredictor(Part):
         return {"prediction_error": train["error"], "steps_seen": sums["env_steps_seen"]}
 
 
+@dataclasses.dataclass(frozen=True)
+class RewardPredictorSettings:
+    """The part's typed settings, `algorithm.parts.reward_predictor`."""
+
+    coef: float = 0.5
+
+    @classmethod
+    def read(cls, cfg: Any) -> RewardPredictorSettings:
+        raw = cfg.algorithm.parts["reward_predictor"]
+        unknown = sorted(set(raw) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ConfigError(
+                f"unknown algorithm.parts.reward_predictor key {unknown[0]!r}; valid keys: ['coef']"
+            )
+        settings = cls(**raw)
+        if not isinstance(settings.coef, int | float) or settings.coef < 0:
+            raise ConfigError(
+                f"algorithm.parts.reward_predictor.coef must be a number >= 0, got {settings.coef!r}"
+            )
+        return settings
+
+
+def build_reward_predictor(b: PartBuild) -> RewardPredictor:
+    return RewardPredictor(name=b.name, coef=b.settings.coef)
+
+
+ROW = PartSpec(build_reward_predictor, RewardPredictorSettings.read, option="parts.reward_predictor")
+OWN = tiny("algorithm.parts.reward_predictor.coef=0.25")
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """The same AuxPPO run straight for 4 iterations, and stopped after 2 then resumed to 4."""
+    """PPO with the part (its settings under `algorithm.parts`) straight for 4 iterations, the same
+    run stopped after 2 then resumed to 4, and the part the learner was built with."""
     root = tmp_path_factory.mktemp("parts")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(ALGORITHMS, "AuxPPO", AlgorithmSpec("ppo", ("reward_predictor",)))
-        patch.setitem(PARTS, "reward_predictor", PartSpec())
-        patch.setitem(
-            PART_BUILDERS, "reward_predictor", lambda env, cfg, spec: RewardPredictor(name="reward_predictor")
-        )
-        cfg = resolve_config(
-            "inverted_pendulum",
-            overrides=tiny("algorithm.class_name=AuxPPO", "runner.max_iterations=4"),
-        )
+        patch.setitem(PARTS, "reward_predictor", ROW)
+        cfg = resolve_config("inverted_pendulum", overrides=[*OWN, "runner.max_iterations=4"])
         straight = train(cfg, root / "straight", verbose=False)
         first_half = dataclasses.replace(cfg, runner=dataclasses.replace(cfg.runner, max_iterations=2))
         train(first_half, root / "resumed", verbose=False)
         resumed = train(cfg, root / "resumed", verbose=False, resume=True)
-    return straight, resumed
+        (part,) = build_programs(cfg).learner.parts  # the cached programs of the runs
+    return straight, resumed, part
 
 
 def rows(run) -> list[dict]:
@@ -109,7 +136,8 @@ def rows(run) -> list[dict]:
 
 
 def test_a_part_from_a_test_file_trains_and_logs(runs):
-    straight, _ = runs
+    straight, _, part = runs
+    assert part.coef == 0.25  # from algorithm.parts.reward_predictor, through its typed settings
     logged = rows(straight)
     assert [r["iteration"] for r in logged] == [1, 2, 3, 4]
     for row in logged:
@@ -129,14 +157,24 @@ def test_a_part_from_a_test_file_trains_and_logs(runs):
 
 
 def test_a_part_from_a_test_file_resumes_exactly(runs):
-    straight, resumed = runs
+    straight, resumed, _ = runs
     assert rows(resumed) == rows(straight)
     chex.assert_trees_all_equal(resumed.train_state, straight.train_state)
     chex.assert_trees_all_equal(resumed.rollout_state, straight.rollout_state)
 
 
-def test_every_part_has_a_row_and_a_builder():
-    """The config side's rows (`agents.algorithms.PARTS`) and the learner's builders name the same
-    parts, and every algorithm's parts have both."""
-    assert set(PARTS) == set(PART_BUILDERS)
+def test_every_algorithms_part_has_a_row_with_a_builder():
     assert {p for spec in ALGORITHMS.values() for p in spec.parts} <= set(PARTS)
+    assert all(callable(row.build) for row in PARTS.values())
+
+
+def test_own_part_settings_are_checked_by_name(monkeypatch):
+    with pytest.raises(ConfigError, match=r"unknown part algorithm.parts.reward_predictor; parts that take"):
+        resolve_config("inverted_pendulum", overrides=OWN)  # no row: no such part
+    monkeypatch.setitem(PARTS, "reward_predictor", ROW)
+    with pytest.raises(ConfigError, match=r"unknown algorithm.parts.reward_predictor key 'weight'"):
+        resolve_config("inverted_pendulum", overrides=tiny("algorithm.parts.reward_predictor.weight=1"))
+    with pytest.raises(ConfigError, match=r"algorithm.parts.reward_predictor.coef must be a number >= 0"):
+        resolve_config("inverted_pendulum", overrides=tiny("algorithm.parts.reward_predictor.coef=-1"))
+    with pytest.raises(ConfigError, match=r"algorithm.parts.reward_predictor must be a mapping"):
+        resolve_config("inverted_pendulum", overrides=tiny("algorithm.parts.reward_predictor=3"))

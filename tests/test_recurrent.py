@@ -17,7 +17,7 @@ from strl_jax.configs import resolve_config
 from strl_jax.envs import make_env_from_config
 from strl_jax.networks.actor_critic_recurrent import ActorCriticRecurrent
 from strl_jax.networks.gaussian import gaussian_log_prob
-from strl_jax.networks.normalizer import normalize_groups
+from strl_jax.networks.normalizer import InputNormalization
 from strl_jax.networks.policy import PolicyModel
 from strl_jax.train_loops.learner_builder import make_learner
 from strl_jax.train_loops.ppo_update import make_batch, ppo_update
@@ -126,7 +126,7 @@ def test_update_sequences_reproduce_rollout_log_probs(recurrent_learner):
     assert float(jnp.abs(rs.hidden["actor"][0]).sum()) > 0
     new_rs, transitions, _ = jax.jit(learner.rollout)(ts, rs, jax.random.PRNGKey(2))
     assert float(transitions.dones.sum()) > 0  # episodes of 20 steps end inside the rollout
-    nobs = normalize_groups(ts.normalizers, transitions.obs, True)
+    nobs = InputNormalization().groups(ts.normalizers, transitions.obs)
     resets = jnp.concatenate([jnp.zeros_like(transitions.dones[:1]), transitions.dones[:-1]], 0)
     mean, std, values, _ = learner.model.sequence(ts.params, nobs, transitions.initial_hidden, resets)
     np.testing.assert_allclose(

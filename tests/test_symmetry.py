@@ -25,7 +25,8 @@ from strl_jax.configs import ConfigError, resolve_config
 from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
 from strl_jax.envs import symmetry as mirrors
 from strl_jax.envs.playground_components import component_layout, component_slices
-from strl_jax.networks.normalizer import NormalizerState, normalize_groups
+from strl_jax.networks.acting import make_actor
+from strl_jax.networks.normalizer import InputNormalization, NormalizerState
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.learner import POLICY, Learner
 from strl_jax.train_loops.ppo_update import loss_settings, minibatch_step
@@ -191,7 +192,7 @@ def strl_update(cfg, part, model, params, normalizers, stored):
     learner = Learner(
         env=None,
         model=model,
-        actor=None,
+        actor=make_actor(model, cfg),
         cfg=cfg,
         optimizer=make_optimizer("sgd", None),
         update_rule=PPOUpdate(),
@@ -199,7 +200,7 @@ def strl_update(cfg, part, model, params, normalizers, stored):
     )
     col = lambda x: jnp.asarray(x)[None]  # noqa: E731 - [1, B, ...]
     batch = PPOBatch(
-        obs=normalize_groups(normalizers, {k: col(v) for k, v in stored["obs"].items()}, True),
+        obs=InputNormalization().groups(normalizers, {k: col(v) for k, v in stored["obs"].items()}),
         hidden={},
         resets=col(np.zeros(STEPS * ENVS, np.float32)),
         actions=col(stored["actions"]),

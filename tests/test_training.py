@@ -15,7 +15,7 @@ from strl_jax.configs import resolve_config
 from strl_jax.envs import make_env_from_config
 from strl_jax.networks.actor_critic import MIN_STD, clamp_std
 from strl_jax.networks.gaussian import gaussian_log_prob
-from strl_jax.networks.normalizer import normalize_groups
+from strl_jax.networks.normalizer import InputNormalization
 from strl_jax.train_loops.learner_builder import make_learner
 from strl_jax.train_loops.rollout import timeout_rows, timeout_values
 from strl_jax.train_loops.run_logger import TIME_KEYS
@@ -102,7 +102,7 @@ def test_first_update_starts_at_ratio_one():
     ts, rs = jax.jit(learner.init)(jax.random.PRNGKey(0))  # one program each: op by op compiles more
     ts = ts.replace(normalizers=jax.tree.map(lambda x: x + 0.5, ts.normalizers))  # non-trivial stats
     _, transitions, _ = jax.jit(learner.rollout)(ts, rs, jax.random.PRNGKey(1))
-    nobs = normalize_groups(ts.normalizers, transitions.obs, True)
+    nobs = InputNormalization().groups(ts.normalizers, transitions.obs)
     mean, std, _ = learner.model.distribution(ts.params, nobs, {})
     np.testing.assert_allclose(
         gaussian_log_prob(transitions.actions, mean, std), transitions.log_prob, atol=1e-5

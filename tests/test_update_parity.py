@@ -37,7 +37,7 @@ from strl_jax.checkpoints.torch_checkpoints import rsl_rl_state_dicts
 from strl_jax.configs import ConfigError, config_to_dict, resolve_config
 from strl_jax.configs.rsl_rl_config import RSL_RL_UPDATE
 from strl_jax.envs import make_env_from_config
-from strl_jax.networks.normalizer import init_normalizer, normalize_groups
+from strl_jax.networks.normalizer import init_normalizer
 from strl_jax.train_loops.learner import POLICY
 from strl_jax.train_loops.learner_builder import make_learner
 from strl_jax.train_loops.ppo_update import make_batch, ppo_update
@@ -233,7 +233,7 @@ def evaluate_rollout(learner, ts: TrainState, sc: dict, actions: np.ndarray):
     @jax.jit
     def act(ts, obs, hidden, actions):
         mean, std, hidden, _ = learner.actor.forward(ts.params, ts.normalizers, obs, hidden, {})
-        critic_obs = normalize_groups(ts.normalizers, learner.policy_groups(obs), learner.normalize_obs)
+        critic_obs = learner.normalization.groups(ts.normalizers, learner.policy_groups(obs))
         values, hidden = learner.model.value_and_hidden(ts.params, critic_obs, hidden)
         return mean, std, values, learner.model.action_dist.log_prob(actions, mean, std), hidden
 
@@ -276,7 +276,7 @@ def strl_ppo(learner, ts: TrainState, sc: dict, ref: dict) -> dict:
         None,
         rsl_rl_orders(learner, ref["perm"]),
     )
-    normalizers = learner.absorb(ts.normalizers, transitions.obs) if learner.normalize_obs else {}
+    normalizers = learner.absorb(ts.normalizers, transitions.obs) if learner.normalization.enabled else {}
     return dict(
         transitions=transitions,
         batch=batch,

@@ -1,9 +1,10 @@
 """The table of algorithms: each st_rl / rsl_rl algorithm name is an update rule and its parts.
 
 Config validation, the device-split checks, the env's extra observation groups and the learner
-the runner builds all derive from this table (`train_loops.learner_builder` turns a row into parts).
-A new algorithm is a new row of `ALGORITHMS`; a new part is a row of `PARTS` here and a builder
-there.
+the runner builds all derive from these tables (`train_loops.learner_builder` builds each row's
+part). A new algorithm is a new row of `ALGORITHMS`; a new part is its module (the part, its typed
+settings and its builder) and its row of `PARTS`: a part rsl_rl and st_rl have no option for takes
+its settings from `algorithm.parts.<name>`, with no edit of the config schema.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from strl_jax.agents.demonstrations import rl_imitation_active
-from strl_jax.agents.estimator import check_estimator_config
+from strl_jax.agents.demonstrations import build_demonstrations, rl_imitation_active
+from strl_jax.agents.estimator import build_estimator, estimator_settings
 from strl_jax.agents.lr_schedulers import make_lr_scheduler
-from strl_jax.agents.motion_prior import AMP_GROUP, check_amp_config
-from strl_jax.agents.rnd import check_rnd_config
-from strl_jax.agents.symmetry import check_symmetry_config
-from strl_jax.agents.tppo import check_teacher_config
+from strl_jax.agents.motion_prior import AMP_GROUP, amp_settings, build_motion_prior
+from strl_jax.agents.parts import Part, PartBuild
+from strl_jax.agents.rnd import build_rnd, rnd_settings
+from strl_jax.agents.symmetry import build_symmetry, symmetry_settings
+from strl_jax.agents.tppo import build_teacher, teacher_settings
 from strl_jax.errors import ConfigError
 from strl_jax.networks.policy_classes import policy_class
 
@@ -52,23 +54,35 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
 
 @dataclasses.dataclass(frozen=True)
 class PartSpec:
-    """What the config side knows of a part (its builder is `train_loops.learner_builder`'s).
+    """Everything strl_jax knows of a part besides its module.
 
-    `check`: checks of its config fields (cheap; files are read when the learner is built).
+    `build(PartBuild) -> Part`: the part for a run, checked against its env (reads files; before
+    anything compiles). `settings(cfg)`: its settings read and checked (cheap; a `ConfigError`
+    names the key), typed where the part has a section of its own (`algorithm.rnd_cfg`,
+    `symmetry_cfg`, `algorithm.parts.<name>`) or made of st_rl's flat `algorithm` fields (the
+    teacher's, AMP's, the estimator's).
     `env_groups`: observation groups the env must provide, read by this part only.
-    `option`: the `algorithm` field that adds it to PPO (rsl_rl's extensions; None there: off).
+    `option`: the `algorithm` setting that adds it to PPO (rsl_rl's extensions such as `rnd_cfg`,
+    or `parts.<name>` for a part of one's own; None there: off).
     `enabled`: for a part that neither an algorithm nor an option adds, when a config turns it on.
     `plain_ppo_only`: an option part that also needs a feed-forward policy and no part of the
     algorithm's own (rsl_rl). `with_actions`: what it does with actions or action means, which a
     tanh-squashed policy (pre-tanh means) does not allow; None: it combines with one.
     """
 
-    check: Callable[[Any], None] | None = None
+    build: Callable[[PartBuild], Part]
+    settings: Callable[[Any], Any] | None = None
     env_groups: tuple[str, ...] = ()
     option: str | None = None
     enabled: Callable[[Any], bool] | None = None
     plain_ppo_only: bool = False
     with_actions: str | None = None
+
+    def option_value(self, alg: Any) -> Any:
+        """The mapping `option` names in the `algorithm` section (None: the option is off)."""
+        field, _, key = self.option.partition(".")
+        value = getattr(alg, field)
+        return value.get(key) if key else value
 
     def setting(self) -> str:
         """The config setting that adds the part to a run."""
@@ -79,27 +93,32 @@ class PartSpec:
 
 PARTS: dict[str, PartSpec] = {
     "teacher": PartSpec(
-        check_teacher_config,
+        build_teacher,
+        teacher_settings,
         with_actions="pulls the action mean towards a teacher's actions",
     ),
     "amp": PartSpec(
-        check_amp_config,
+        build_motion_prior,
+        amp_settings,
         env_groups=(AMP_GROUP,),
         with_actions="compares action means with motion labels",
     ),
-    "estimator": PartSpec(check_estimator_config),
+    "estimator": PartSpec(build_estimator, estimator_settings),
     "symmetry": PartSpec(
-        check_symmetry_config,
+        build_symmetry,
+        symmetry_settings,
         option="symmetry_cfg",
         plain_ppo_only=True,
         with_actions="mirrors actions and action means",
     ),
-    "rnd": PartSpec(check_rnd_config, option="rnd_cfg"),
+    "rnd": PartSpec(build_rnd, rnd_settings, option="rnd_cfg"),
     "demonstrations": PartSpec(
+        build_demonstrations,
         enabled=rl_imitation_active,
         with_actions="pulls the action mean towards the dataset's actions",
     ),
 }
+OWN_SECTION = "parts"  # `algorithm.parts.<name>`: settings of parts without an rsl_rl/st_rl option
 
 
 def algorithm_spec(name: str) -> AlgorithmSpec:
@@ -114,7 +133,7 @@ def active_parts(cfg: Any) -> tuple[str, ...]:
     settings turn on (the dataset's pull in two-stage training's RL iterations)."""
     spec = algorithm_spec(cfg.algorithm.class_name)
     options = tuple(
-        p for p, row in PARTS.items() if row.option and getattr(cfg.algorithm, row.option) is not None
+        p for p, row in PARTS.items() if row.option and row.option_value(cfg.algorithm) is not None
     )
     enabled = tuple(p for p, row in PARTS.items() if row.enabled is not None and row.enabled(cfg))
     return spec.parts + options + enabled
@@ -145,11 +164,12 @@ def check_algorithm_config(cfg: Any) -> None:
     """Run the config checks of every part of `algorithm.class_name` (assumes a known name), and
     those of the options every update has."""
     spec = algorithm_spec(cfg.algorithm.class_name)
+    check_own_sections(cfg)
     for part in active_parts(cfg):
         if PARTS[part].option is not None:
             check_option_part(cfg, spec, part)
-        if PARTS[part].check is not None:
-            PARTS[part].check(cfg)
+        if PARTS[part].settings is not None:
+            PARTS[part].settings(cfg)
     if policy_class(cfg.policy.class_name).stages and "estimator" not in spec.parts:
         trains = [name for name, s in ALGORITHMS.items() if "estimator" in s.parts]
         raise ConfigError(
@@ -157,6 +177,37 @@ def check_algorithm_config(cfg: Any) -> None:
             f"algorithm.class_name is {cfg.algorithm.class_name}"
         )
     check_update_options(cfg, spec)
+
+
+def check_own_sections(cfg: Any) -> None:
+    """Every name under `algorithm.parts` is a part that takes its settings there, each a mapping."""
+    prefix = f"{OWN_SECTION}."
+    valid = [
+        row.option.removeprefix(prefix) for row in PARTS.values() if (row.option or "").startswith(prefix)
+    ]
+    for name, section in cfg.algorithm.parts.items():
+        if name not in valid:
+            raise ConfigError(
+                f"unknown part algorithm.{prefix}{name}; parts that take settings there: {valid}"
+            )
+        if not isinstance(section, dict):
+            raise ConfigError(f"algorithm.{prefix}{name} must be a mapping of settings, got {section!r}")
+
+
+def part_build(cfg: Any, env: Any, name: str, load_teacher: Callable[..., Any] | None) -> PartBuild:
+    """What part `name`'s builder reads for a run of `cfg` on `env`."""
+    spec = algorithm_spec(cfg.algorithm.class_name)
+    row = PARTS[name]
+    shapes = env.observation_shapes()
+    return PartBuild(
+        name=name,
+        env=env,
+        cfg=cfg,
+        algorithm=spec,
+        settings=None if row.settings is None else row.settings(cfg),
+        policy_shapes={k: v for k, v in shapes.items() if k not in env_groups(spec)},
+        load_teacher=load_teacher,
+    )
 
 
 def check_update_options(cfg: Any, spec: AlgorithmSpec) -> None:

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 
-from strl_jax.agents.parts import LossContext, Part, UpdateContext, sample_keys
+from strl_jax.agents.parts import LossContext, Part, PartBuild, UpdateContext, sample_keys
 from strl_jax.agents.tppo import distillation_loss
 from strl_jax.buffers.rollout_dataset import load_dataset_arrays, pretrain_settings
 
@@ -94,3 +94,8 @@ def make_demonstration_part(name: str, env: Any, cfg: Any, groups: dict) -> Demo
         first_rl_iteration=cfg.runner.pretrain_iterations,
         target=cfg.algorithm.distill_target,
     )
+
+
+def build_demonstrations(b: PartBuild) -> DemonstrationPart:
+    """The pretraining dataset's decaying pull in the RL iterations, read for the policy's groups."""
+    return make_demonstration_part(b.name, b.env, b.cfg, b.policy_shapes)

@@ -16,10 +16,11 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from strl_jax.agents.parts import EnvStep, LossContext, Part, StepContext, StepOutput
+from strl_jax.agents.parts import EnvStep, LossContext, Part, PartBuild, StepContext, StepOutput
 from strl_jax.agents.regression_losses import check_regression_loss, elementwise_regression_loss
 from strl_jax.errors import ConfigError
 from strl_jax.networks.estimators import StageSpec
+from strl_jax.networks.policy import make_policy_model
 from strl_jax.networks.policy_classes import POLICY_CLASSES, policy_class
 from strl_jax.static_take import take_static
 
@@ -83,7 +84,16 @@ def rmse_name(stage: StageSpec, component: str) -> str:
     return f"{stage.name}_rmse_{component}"
 
 
-def check_estimator_config(cfg: Any) -> None:
+@dataclasses.dataclass(frozen=True)
+class EstimatorSettings:
+    """The estimator's settings, from st_rl's `algorithm.estimator_loss_*` and `adaptor_loss_coef`."""
+
+    loss_func: str
+    loss_kwargs: dict
+    coefs: dict[str, float]  # {"estimator": ..., "adaptor": ...}
+
+
+def estimator_settings(cfg: Any) -> EstimatorSettings:
     """EstimatorPPO / EstimatorTPPO need a policy with estimator stages, and a known loss."""
     if not policy_class(cfg.policy.class_name).stages:
         having = [name for name, p in POLICY_CLASSES.items() if p.stages]
@@ -91,4 +101,23 @@ def check_estimator_config(cfg: Any) -> None:
             f"algorithm.class_name {cfg.algorithm.class_name} trains the policy's estimator, but "
             f"policy.class_name {cfg.policy.class_name} has none; valid choices: {having}"
         )
-    check_regression_loss(cfg.algorithm.estimator_loss_func, cfg.algorithm.estimator_loss_kwargs)
+    alg = cfg.algorithm
+    check_regression_loss(alg.estimator_loss_func, alg.estimator_loss_kwargs)
+    return EstimatorSettings(
+        loss_func=alg.estimator_loss_func,
+        loss_kwargs=dict(alg.estimator_loss_kwargs),
+        coefs={"estimator": alg.estimator_loss_coef, "adaptor": alg.adaptor_loss_coef},
+    )
+
+
+def build_estimator(b: PartBuild) -> EstimatorPart:
+    """The losses of the policy's estimator stages (EstimatorPPO / EstimatorTPPO)."""
+    env, settings = b.env, b.settings
+    stages = make_policy_model(env.action_size, b.cfg.policy, env.components, env.component_shapes).stages
+    return EstimatorPart(
+        name=b.name,
+        stages=stages,
+        loss_func=settings.loss_func,
+        loss_kwargs=settings.loss_kwargs,
+        coefs=settings.coefs,
+    )

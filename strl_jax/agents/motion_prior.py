@@ -45,6 +45,7 @@ from strl_jax.agents.parts import (
     InitContext,
     LossContext,
     Part,
+    PartBuild,
     StepContext,
     StepOutput,
     UpdateContext,
@@ -271,39 +272,8 @@ class MotionPriorPart(Part):
         return state.replace(normalizers=normalizers)
 
 
-def make_motion_prior(name: str, env: Any, cfg: Any, labels_from: str | None = None) -> MotionPriorPart:
-    """Load the motion files and check them against the env's AMP frame (errors name both)."""
-    alg, disc = cfg.algorithm, cfg.policy.amp_discriminator
-    shapes = env.observation_shapes()
-    if AMP_GROUP not in shapes:
-        raise ConfigError(f"{alg.class_name} needs the env's `{AMP_GROUP}` observation group")
-    frame_dim = int(shapes[AMP_GROUP][-1])
-    if not alg.amp_motion_files:
-        raise ConfigError(f"{alg.class_name} needs algorithm.amp_motion_files (motion datasets or files)")
-    try:
-        motions = load_motion_library(list(alg.amp_motion_files), expected_frame_dim=frame_dim)
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"algorithm.amp_motion_files: {err}") from None
-    slots = max(1, -(-alg.amp_replay_buffer_size // env.num_envs))
-    return MotionPriorPart(
-        name=name,
-        labels_from=labels_from,
-        discriminator=make_discriminator(disc),
-        motions=motions,
-        dt=env.dt,
-        frame_dim=frame_dim,
-        replay_slots=slots,
-        style_reward_coef=disc.style_reward_coef,
-        task_reward_lerp=disc.task_reward_lerp,
-        grad_pen=disc.discriminator_grad_pen,
-        loss_coefs=amp_loss_coefs(alg),
-        normalizer_until=alg.amp_normalizer_until,
-        shared_normalizer=alg.amp_normalizer == "shared",
-    )
-
-
-def check_amp_config(cfg: Any) -> None:
-    """AMP settings (cheap checks only; motion files are read when training starts)."""
+def amp_settings(cfg: Any) -> AmpSettings:
+    """AMP settings, checked (cheap checks only; motion files are read when the part is built)."""
     if not cfg.algorithm.amp_motion_files:
         raise ConfigError(
             f"algorithm.class_name {cfg.algorithm.class_name} needs algorithm.amp_motion_files: motion "
@@ -341,3 +311,56 @@ def check_amp_config(cfg: Any) -> None:
             resolve_components(cfg.env.task, cfg.env.amp_obs_components)
         except ValueError as err:
             raise ConfigError(f"env.amp_obs_components: {err}") from None
+    alg = cfg.algorithm
+    return AmpSettings(
+        motion_files=tuple(alg.amp_motion_files),
+        replay_buffer_size=alg.amp_replay_buffer_size,
+        normalizer_until=alg.amp_normalizer_until,
+        shared_normalizer=alg.amp_normalizer == "shared",
+        loss_coefs=amp_loss_coefs(alg),
+        discriminator=cfg.policy.amp_discriminator,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class AmpSettings:
+    """AMP's settings, from st_rl's flat `algorithm.amp_*` options, the discriminator loss weights
+    and `policy.amp_discriminator`."""
+
+    motion_files: tuple[str, ...]
+    replay_buffer_size: int
+    normalizer_until: float | None
+    shared_normalizer: bool
+    loss_coefs: Any  # amp_loss_coefs
+    discriminator: Any  # configs.schema's AmpDiscriminatorConfig
+
+
+def build_motion_prior(b: PartBuild) -> MotionPriorPart:
+    """Load the motion files and check them against the env's AMP frame (errors name both); the
+    `dagger_loss` follows the teacher's labels if the algorithm has a teacher (ATPPO)."""
+    env, settings = b.env, b.settings
+    shapes = env.observation_shapes()
+    class_name = b.cfg.algorithm.class_name
+    if AMP_GROUP not in shapes:
+        raise ConfigError(f"{class_name} needs the env's `{AMP_GROUP}` observation group")
+    frame_dim = int(shapes[AMP_GROUP][-1])
+    try:
+        motions = load_motion_library(list(settings.motion_files), expected_frame_dim=frame_dim)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"algorithm.amp_motion_files: {err}") from None
+    disc = settings.discriminator
+    return MotionPriorPart(
+        name=b.name,
+        labels_from="teacher" if "teacher" in b.algorithm.parts else None,
+        discriminator=make_discriminator(disc),
+        motions=motions,
+        dt=env.dt,
+        frame_dim=frame_dim,
+        replay_slots=max(1, -(-settings.replay_buffer_size // env.num_envs)),
+        style_reward_coef=disc.style_reward_coef,
+        task_reward_lerp=disc.task_reward_lerp,
+        grad_pen=disc.discriminator_grad_pen,
+        loss_coefs=settings.loss_coefs,
+        normalizer_until=settings.normalizer_until,
+        shared_normalizer=settings.shared_normalizer,
+    )

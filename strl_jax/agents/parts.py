@@ -30,6 +30,26 @@ import jax.numpy as jnp
 
 
 @dataclasses.dataclass(frozen=True)
+class PartBuild:
+    """What a part's builder (`agents.algorithms.PartSpec.build`) reads, before anything compiles.
+
+    `settings`: the part's own section, typed and checked by its `PartSpec.settings`.
+    `policy_shapes`: the observation groups the policy reads (parts' own groups left out).
+    `load_teacher(cfg, observation shapes, action size)`: the trained policy `algorithm.teacher_policy`
+    names, frozen and checked against the env; it reads a checkpoint, which only the learner's
+    builder (above the inference layer) can do.
+    """
+
+    name: str
+    env: Any  # envs.vec_env.VecEnv
+    cfg: Any  # configs.schema.TrainConfig
+    algorithm: Any  # agents.algorithms.AlgorithmSpec: the update rule and parts of algorithm.class_name
+    settings: Any
+    policy_shapes: dict[str, tuple[int, ...]]
+    load_teacher: Callable[..., Any] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class InitContext:
     """What a part may read when it builds its state (this device's share of the envs)."""
 

@@ -20,7 +20,7 @@ from strl_jax.agents.tppo import distillation_loss
 from strl_jax.buffers.gae import compute_gae, normalize_advantages
 from strl_jax.buffers.minibatch import select_columns
 from strl_jax.buffers.rollout_dataset import DATASET_LABELS
-from strl_jax.networks.normalizer import normalize_groups
+from strl_jax.networks.normalizer import InputNormalization
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 POLICY = "policy"  # the policy's key among the trainable parameters
@@ -94,6 +94,7 @@ class PPOLossSettings:
     ppo_terms: bool  # False: only the parts' terms (TPPO's `using_ppo: false`, DAgger)
     gae_horizon: int  # steps per GAE segment when advantages are recomputed per minibatch
     imitation_coef: float  # the pull towards a dataset's actions while pretraining on it
+    normalization: InputNormalization  # how observations a part brings become network inputs
     axis_name: str | None = None  # reduce over devices with this axis (None: one device)
 
 
@@ -170,9 +171,7 @@ def ppo_loss(trainable: dict, inputs: MinibatchInputs, settings: PPOLossSettings
         estimates=estimates,
         originals=originals,
         policy_mean=functools.partial(policy_mean, model, trainable[POLICY], batch, units, originals),
-        normalize=functools.partial(
-            normalize_groups, inputs.normalizers or {}, enabled=inputs.normalizers is not None
-        ),
+        normalize=functools.partial(settings.normalization.groups, inputs.normalizers or {}),
     )
     for p in settings.parts:
         part_losses, part_coefs, part_metrics = p.losses(

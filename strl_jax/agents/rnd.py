@@ -30,7 +30,15 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from strl_jax.agents.parts import EnvStep, InitContext, Part, StepContext, StepOutput, UpdateContext
+from strl_jax.agents.parts import (
+    EnvStep,
+    InitContext,
+    Part,
+    PartBuild,
+    StepContext,
+    StepOutput,
+    UpdateContext,
+)
 from strl_jax.collectives import pmean
 from strl_jax.errors import ConfigError
 from strl_jax.networks.mlp import ACTIVATIONS, MLP
@@ -383,6 +391,12 @@ def make_rnd_part(name: str, env: Any, cfg: Any) -> RndPart:
     )
 
 
-def check_rnd_config(cfg: Any) -> None:
-    """`algorithm.rnd_cfg` (cheap checks; the observation group is checked against the env later)."""
-    parse_rnd_config(cfg.algorithm.rnd_cfg)
+def rnd_settings(cfg: Any) -> RndSettings:
+    """`algorithm.rnd_cfg`, typed (cheap checks; the observation group is checked against the env
+    when the part is built)."""
+    return parse_rnd_config(cfg.algorithm.rnd_cfg)
+
+
+def build_rnd(b: PartBuild) -> RndPart:
+    """rsl_rl's Random Network Distillation on `algorithm.rnd_cfg.obs_group`."""
+    return make_rnd_part(b.name, b.env, b.cfg)

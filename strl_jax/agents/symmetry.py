@@ -17,13 +17,14 @@ is normalised again (rsl_rl's actor normalises the augmented batch itself).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from strl_jax.agents.parts import AugmentContext, LossContext, Losses, Part
+from strl_jax.agents.parts import AugmentContext, LossContext, Losses, Part, PartBuild
 from strl_jax.errors import ConfigError
 from strl_jax.networks.normalizer import denormalize, normalize
 from strl_jax.user_functions import check_function_spec, import_function
@@ -45,11 +46,21 @@ class SymmetryEnv:
 AugmentFunc = Callable[[dict | None, jax.Array | None, SymmetryEnv], tuple[Any, Any]]
 
 
-def check_symmetry_config(cfg: Any) -> None:
-    """Keys, types and the function of `algorithm.symmetry_cfg` (None: off)."""
+@dataclasses.dataclass(frozen=True)
+class SymmetrySettings:
+    """`algorithm.symmetry_cfg`, typed: rsl_rl's keys and defaults."""
+
+    data_augmentation_func: str  # 'package.module:function'
+    use_data_augmentation: bool = False
+    use_mirror_loss: bool = False
+    mirror_loss_coeff: float = 0.0
+
+
+def symmetry_settings(cfg: Any) -> SymmetrySettings | None:
+    """`algorithm.symmetry_cfg` read and checked (None: off); bad keys and types name the key."""
     sym = cfg.algorithm.symmetry_cfg
     if sym is None:
-        return
+        return None
     if not isinstance(sym, dict):
         raise ConfigError(f"{OPTION} must be a mapping with keys {list(KEYS)} or null, got {sym!r}")
     unknown = sorted(set(sym) - set(KEYS))
@@ -68,6 +79,12 @@ def check_symmetry_config(cfg: Any) -> None:
     coeff = sym.get("mirror_loss_coeff", 0.0)
     if isinstance(coeff, bool) or not isinstance(coeff, int | float) or coeff < 0:
         raise ConfigError(f"{OPTION}.mirror_loss_coeff must be a number >= 0, got {coeff!r}")
+    return SymmetrySettings(
+        data_augmentation_func=func,
+        use_data_augmentation=sym.get("use_data_augmentation", False),
+        use_mirror_loss=sym.get("use_mirror_loss", False),
+        mirror_loss_coeff=float(coeff),
+    )
 
 
 def symmetry_env(env: Any, obs_sizes: dict[str, int]) -> SymmetryEnv:
@@ -156,16 +173,18 @@ class SymmetryPart(Part):
         return {"symmetry": loss}, {"symmetry": coef}, {"symmetry": loss}
 
 
-def make_symmetry_part(env: Any, sym: dict, obs_sizes: dict[str, int]) -> SymmetryPart:
-    """The part for a checked `symmetry_cfg`, its function imported and tried on the env's shapes."""
-    func = import_function(sym["data_augmentation_func"], f"{OPTION}.data_augmentation_func")
-    info = symmetry_env(env, obs_sizes)
+def build_symmetry(b: PartBuild) -> SymmetryPart:
+    """rsl_rl's symmetry extension over the groups the policy's batch holds: its function imported
+    and tried on the env's shapes."""
+    settings: SymmetrySettings = b.settings
+    func = import_function(settings.data_augmentation_func, f"{OPTION}.data_augmentation_func")
+    info = symmetry_env(b.env, {k: int(math.prod(shape)) for k, shape in b.policy_shapes.items()})
     copies(func, info)
     return SymmetryPart(
-        name="symmetry",
+        name=b.name,
         func=func,
         env=info,
-        use_data_augmentation=bool(sym.get("use_data_augmentation", False)),
-        use_mirror_loss=bool(sym.get("use_mirror_loss", False)),
-        mirror_loss_coeff=float(sym.get("mirror_loss_coeff", 0.0)),
+        use_data_augmentation=settings.use_data_augmentation,
+        use_mirror_loss=settings.use_mirror_loss,
+        mirror_loss_coeff=settings.mirror_loss_coeff,
     )

@@ -21,14 +21,15 @@ import jax.numpy as jnp
 from flax import struct
 
 from strl_jax.agents.coefficient_schedules import SCHEDULES as SCHEDULE_NAMES
-from strl_jax.agents.coefficient_schedules import Schedule
+from strl_jax.agents.coefficient_schedules import Schedule, make_schedule
 from strl_jax.agents.distillation import LOSS_TYPES
-from strl_jax.agents.parts import EnvStep, InitContext, LossContext, Part, StepContext, StepOutput
+from strl_jax.agents.parts import EnvStep, InitContext, LossContext, Part, PartBuild, StepContext, StepOutput
 from strl_jax.agents.teacher import Teacher, TeacherState
 from strl_jax.collectives import env_keys
 from strl_jax.errors import ConfigError
 from strl_jax.networks.gaussian import gaussian_log_prob
-from strl_jax.networks.latents import LatentSource
+from strl_jax.networks.latents import LatentSource, latent_source
+from strl_jax.networks.policy import make_policy_model
 from strl_jax.networks.policy_classes import POLICY_CLASSES
 
 DISTILL_TARGETS = ("real", "mse_sum", "l1", "tanh", "scaled_tanh", "max_log_prob")
@@ -185,8 +186,22 @@ class TeacherPart(Part):
         return metrics
 
 
-def check_teacher_config(cfg: Any) -> None:
-    """TPPO / Distillation settings. The teacher checkpoint itself is checked when it is loaded."""
+@dataclasses.dataclass(frozen=True)
+class TeacherSettings:
+    """The teacher's settings, from st_rl's flat TPPO options in `algorithm` (the checkpoint is
+    `algorithm.teacher_policy`, read by the learner's builder)."""
+
+    act_prob: Schedule  # teacher_act_prob over update_times_scale
+    loss_coef: Schedule  # distillation_loss_coef over update_times_scale
+    target: str  # distill_target
+    latent_mapping: dict[str, str]  # distill_latent_obs_component_mapping
+    latent_coef: float
+    latent_target: str
+
+
+def teacher_settings(cfg: Any) -> TeacherSettings:
+    """TPPO / Distillation settings, checked. The teacher checkpoint itself is checked when it is
+    loaded."""
     alg = cfg.algorithm
     for key, value in (
         ("teacher_act_prob", alg.teacher_act_prob),
@@ -228,3 +243,49 @@ def check_teacher_config(cfg: Any) -> None:
             )
     if alg.gradient_length < 1:
         raise ConfigError(f"algorithm.gradient_length must be at least 1, got {alg.gradient_length}")
+    return TeacherSettings(
+        act_prob=make_schedule(alg.teacher_act_prob, alg.update_times_scale),
+        loss_coef=make_schedule(alg.distillation_loss_coef, alg.update_times_scale),
+        target=alg.distill_target,
+        latent_mapping=dict(mapping or {}),
+        latent_coef=alg.distill_latent_coef,
+        latent_target=alg.distill_latent_target,
+    )
+
+
+def build_teacher(b: PartBuild) -> TeacherPart:
+    """TPPO's teacher (acts with `teacher_act_prob`, adds `distillation_loss`), or for the
+    behaviour-cloning update a teacher that only labels."""
+    settings: TeacherSettings = b.settings
+    env = b.env
+    teacher = b.load_teacher(b.cfg, env.observation_shapes(), env.action_size)
+    if b.algorithm.update == "behavior_cloning":
+        return TeacherPart(name=b.name, teacher=teacher, act_prob=make_schedule(0.0, 1.0), acts=False)
+    return TeacherPart(
+        name=b.name,
+        teacher=teacher,
+        act_prob=settings.act_prob,
+        loss_coef=settings.loss_coef,
+        target=settings.target,
+        latents=latent_pairs(b, teacher),
+        latent_coef=settings.latent_coef,
+        latent_target=settings.latent_target,
+    )
+
+
+def latent_pairs(b: PartBuild, teacher: Teacher) -> tuple:
+    """`distill_latent_obs_component_mapping` resolved: (student latent, teacher latent) pairs of
+    equal sizes (st_rl: `{student component: teacher component}`)."""
+    env, cfg = b.env, b.cfg
+    student_model = make_policy_model(env.action_size, cfg.policy, env.components, env.component_shapes)
+    pairs = []
+    for student_name, teacher_name in b.settings.latent_mapping.items():
+        student = latent_source(student_name, student_model, env.components.get("policy"), "student")
+        source = latent_source(teacher_name, teacher.actor.model, teacher.input_layout, "teacher")
+        if student.size != source.size:
+            raise ConfigError(
+                f"algorithm.distill_latent_obs_component_mapping: the student's {student_name!r} has "
+                f"{student.size} entries, the teacher's {teacher_name!r} {source.size}"
+            )
+        pairs.append((student, source))
+    return tuple(pairs)

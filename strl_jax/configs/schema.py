@@ -225,6 +225,9 @@ class AlgorithmConfig:
     # state_normalization, learning_rate, num_outputs, predictor_hidden_dims, target_hidden_dims,
     # activation, obs_group} (agents.rnd) or None (off)
     rnd_cfg: dict | None = None
+    # settings of parts that rsl_rl and st_rl have no option for, by part name
+    # (`algorithm.parts.<name>: {...}`, read by the part's own `PARTS` row); an entry adds the part
+    parts: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import numpy as np
 
 from strl_jax.networks.encoded_inputs import raw_input_size
 from strl_jax.networks.estimators import StageUnits, raw_estimates
-from strl_jax.networks.normalizer import NormalizerState, normalize
+from strl_jax.networks.normalizer import InputNormalization, NormalizerState, input_normalization
 from strl_jax.networks.policy import Hidden, PolicyModel, reset_hidden_groups
 from strl_jax.static_take import take_static
 
@@ -37,13 +37,14 @@ class Actor:
     """A policy network and how it reads observations and emits actions (static, hashable).
 
     `obs_group` is the env's observation group fed to the actor (a teacher may read `critic`);
-    its statistics are the run's `policy` normaliser. `clip_actions` clips executed actions the way
-    the env does, for deployment; training samples stay unclipped (the env clips them).
+    its statistics are the run's `policy` normaliser, applied by the run's `normalization`.
+    `clip_actions` clips executed actions the way the env does, for deployment; training samples
+    stay unclipped (the env clips them).
     """
 
     model: PolicyModel
     obs_group: str = ACTOR_INPUT
-    normalize_obs: bool = True
+    normalization: InputNormalization = InputNormalization()
     clip_actions: float | None = None
 
     @property
@@ -60,12 +61,11 @@ class Actor:
 
     def actor_input(self, normalizers: dict[str, NormalizerState], obs: dict) -> jax.Array:
         """The (normalised) observation the actor network reads."""
-        x = obs[self.obs_group]
-        return normalize(normalizers[ACTOR_INPUT], x) if self.normalize_obs else x
+        return self.normalization.group(normalizers, obs[self.obs_group], ACTOR_INPUT)
 
     def units(self, normalizers: dict[str, NormalizerState]) -> StageUnits | None:
         """Unit conversions of the policy's estimator stages under its run's normalisers."""
-        return self.model.units(normalizers, self.normalize_obs, ACTOR_INPUT)
+        return self.model.units(self.normalization.statistics(normalizers), ACTOR_INPUT)
 
     def forward(self, params: Any, normalizers: dict, obs: dict, hidden: Hidden, draws=None):
         """`(mean, std, hidden', estimates)` for raw observation groups; `draws` are the estimator
@@ -105,7 +105,7 @@ def make_actor(model: PolicyModel, cfg: Any, obs_group: str = ACTOR_INPUT) -> Ac
     return Actor(
         model=model,
         obs_group=obs_group,
-        normalize_obs=cfg.runner.empirical_normalization,
+        normalization=input_normalization(cfg.runner),
         clip_actions=cfg.env.clip_actions,
     )
 

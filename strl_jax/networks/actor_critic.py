@@ -73,8 +73,9 @@ def actor_head(module: nn.Module, features: jax.Array) -> tuple[jax.Array, jax.A
     return out, std_from_parameter(module.std_param, module.noise_std_type, out.shape)
 
 
-class ActorCritic(nn.Module):
-    """Actor MLP -> action mean, critic MLP -> value, one learned std per action dimension.
+class ActorCriticFields(nn.Module):
+    """The settings both actor-critics share (`ActorCritic`, `ActorCriticRecurrent`): networks,
+    action distribution, estimator stages and encoders. Fields only; each subclass builds its own.
 
     `noise_std_type="scalar"` learns the std directly, `"log"` learns its logarithm;
     `action_distribution="tanh_gaussian"`: the actor also outputs the std (`setup_actor_head`).
@@ -91,6 +92,10 @@ class ActorCritic(nn.Module):
     encoders: tuple[EncoderSpec, ...] = ()  # components of the policy group embedded by encoders
     critic_encoders: tuple[EncoderSpec, ...] = ()  # ... of the critic group
     shared_critic_encoders: bool = False  # the critic applies the actor's encoders (st_rl "shared")
+
+
+class ActorCritic(ActorCriticFields):
+    """Actor MLP -> action mean, critic MLP -> value, one learned std per action dimension."""
 
     def setup(self) -> None:
         setup_actor_head(self)

@@ -2,36 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import flax.linen as nn
 import jax
 
-from strl_jax.networks.actor_critic import actor_head, embed_critic, setup_actor_head, setup_encoders
-from strl_jax.networks.encoded_inputs import EncoderSpec, embed
-from strl_jax.networks.estimators import Stage, StageSpec, StageUnits, run_stages
-from strl_jax.networks.gaussian import GAUSSIAN
+from strl_jax.networks.actor_critic import (
+    ActorCriticFields,
+    actor_head,
+    embed_critic,
+    setup_actor_head,
+    setup_encoders,
+)
+from strl_jax.networks.encoded_inputs import embed
+from strl_jax.networks.estimators import Stage, StageUnits, run_stages
 from strl_jax.networks.memory import Memory
 from strl_jax.networks.mlp import MLP
 
 
-class ActorCriticRecurrent(nn.Module):
-    """obs -> memory -> MLP for both actor and critic; one step per call, hidden states explicit."""
+class ActorCriticRecurrent(ActorCriticFields):
+    """obs -> memory -> MLP for both actor and critic; one step per call, hidden states explicit.
+    Its stages are StateAcRecurrent's and PrivilegeStateAcRecurrent's estimator / adaptor."""
 
-    action_dim: int
-    actor_hidden_dims: Sequence[int] = (256, 256, 256)
-    critic_hidden_dims: Sequence[int] = (256, 256, 256)
-    activation: str = "elu"
-    init_noise_std: float = 1.0
-    noise_std_type: str = "scalar"
-    action_distribution: str = GAUSSIAN  # or TANH_GAUSSIAN (networks.gaussian.ActionDistribution)
     rnn_type: str = "lstm"
     rnn_hidden_size: int = 256
     rnn_num_layers: int = 1
-    stages: tuple[StageSpec, ...] = ()  # estimator / adaptor (StateAcRecurrent, PrivilegeStateAcRecurrent)
-    encoders: tuple[EncoderSpec, ...] = ()  # components of the policy group embedded by encoders
-    critic_encoders: tuple[EncoderSpec, ...] = ()  # ... of the critic group
-    shared_critic_encoders: bool = False  # the critic applies the actor's encoders (st_rl "shared")
 
     def setup(self) -> None:
         self.memory_a = Memory(self.rnn_type, self.rnn_hidden_size, self.rnn_num_layers)

@@ -1,6 +1,9 @@
-"""Empirical observation normaliser (rsl_rl's EmpiricalNormalization) as pure state + update."""
+"""Empirical observation normaliser (rsl_rl's EmpiricalNormalization) as pure state + update, and
+`InputNormalization`, the one place a run's observations become network inputs."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import chex
 import jax
@@ -65,11 +68,60 @@ def normalize(state: NormalizerState, x: jax.Array, eps: float = 1e-2) -> jax.Ar
     return (x - state.mean) / (jnp.sqrt(state.var) + eps)
 
 
-def normalize_groups(normalizers: dict, obs: dict, enabled: bool) -> dict:
-    """Normalise each observation group with its own statistics (identity when disabled)."""
-    if not enabled:
-        return obs
-    return {k: normalize(normalizers[k], v) if k in normalizers else v for k, v in obs.items()}
+@dataclasses.dataclass(frozen=True)
+class InputNormalization:
+    """How a run's raw observation groups become network inputs, and how its statistics grow.
+
+    rsl_rl normalises inside its model (an `EmpiricalNormalization` in front of the actor and one
+    in front of the critic). Here the statistics are train state, so the networks stay pure and
+    every reader goes through this one object instead: the actor's input, the critic's groups,
+    the estimator stages' unit conversions, the update's batches and observations a part brings.
+    `enabled`: `runner.empirical_normalization` (false: networks read raw observations);
+    `until`: `runner.normalizer_until`; `timing`: `runner.normalizer_update` (`after` the update,
+    rsl_rl, or `before` it, brax).
+    """
+
+    enabled: bool = True
+    until: float | None = None
+    timing: str = "after"
+
+    def groups(self, normalizers: dict[str, NormalizerState], obs: dict) -> dict:
+        """Each observation group with its own statistics (groups without any pass through)."""
+        if not self.enabled:
+            return obs
+        return {k: normalize(normalizers[k], v) if k in normalizers else v for k, v in obs.items()}
+
+    def group(self, normalizers: dict[str, NormalizerState], x: jax.Array, stats: str) -> jax.Array:
+        """One array with the statistics of group `stats` (a teacher reads `critic` with the
+        statistics its own run kept as `policy`)."""
+        return normalize(normalizers[stats], x) if self.enabled else x
+
+    def statistics(self, normalizers: dict[str, NormalizerState]) -> dict[str, NormalizerState] | None:
+        """The statistics the inputs were normalised with (None: raw inputs), for converting
+        between network and env units."""
+        return normalizers if self.enabled else None
+
+    def absorb(
+        self, normalizers: dict[str, NormalizerState], obs: dict, axis_name: str | None = None
+    ) -> dict[str, NormalizerState]:
+        """The statistics after taking in a rollout's raw observations `[T, N, ...]` (unchanged
+        when normalisation is off)."""
+        if not self.enabled:
+            return normalizers
+        return {k: update_normalizer(normalizers[k], obs[k], self.until, axis_name) for k in normalizers}
+
+    def absorbs(self, timing: str) -> bool:
+        """Whether the statistics take in a rollout at `timing` (`before` or `after` its update)."""
+        return self.enabled and self.timing == timing
+
+
+def input_normalization(runner_cfg) -> InputNormalization:
+    """The normalisation of a run's `runner` settings."""
+    return InputNormalization(
+        enabled=runner_cfg.empirical_normalization,
+        until=runner_cfg.normalizer_until,
+        timing=runner_cfg.normalizer_update,
+    )
 
 
 def denormalize(state: NormalizerState, x: jax.Array, eps: float = 1e-2) -> jax.Array:

@@ -105,9 +105,10 @@ class PolicyModel:
     def draws_anything(self) -> bool:
         return any(s.replaces for s in self.stages)
 
-    def units(self, normalizers: dict, enabled: bool, actor_group: str = "policy") -> StageUnits | None:
-        """The stages' unit conversions under these normalisers (None: not normalised)."""
-        return stage_units(self.stages, normalizers if enabled else None, actor_group)
+    def units(self, statistics: dict | None, actor_group: str = "policy") -> StageUnits | None:
+        """The stages' unit conversions under the statistics the inputs were normalised with
+        (`InputNormalization.statistics`; None: raw inputs)."""
+        return stage_units(self.stages, statistics, actor_group)
 
     def measured_indices(self, size: int):
         """Entries of the policy observation that inference reads (see `networks.estimators`)."""

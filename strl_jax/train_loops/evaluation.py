@@ -80,6 +80,10 @@ def episode_rollout(env: VecEnv, act, hidden, key: jax.Array, reset_hidden=None,
     return returns, lengths, records, {**probe, "alive": alive} if probe else {}
 
 
+# what `locomotion_summary` reports for an env with a locomotion probe (logged as `eval_<name>`)
+LOCOMOTION_METRICS = ("velrmsd", "CoT", "falls")
+
+
 def locomotion_metrics(probe: dict, alive: jax.Array) -> dict[str, jax.Array]:
     """st_rl's locomotion evaluation over the steps of the first episodes (`alive` weights them).
 

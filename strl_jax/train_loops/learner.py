@@ -41,7 +41,7 @@ from strl_jax.collectives import global_env_ids, pmean, psum
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.vec_env import VecEnv
 from strl_jax.networks.acting import Actor
-from strl_jax.networks.normalizer import init_normalizer, normalize_groups, update_normalizer
+from strl_jax.networks.normalizer import InputNormalization, init_normalizer
 from strl_jax.networks.policy import PolicyModel
 from strl_jax.train_loops.evaluation import deterministic_episodes
 from strl_jax.train_loops.finiteness import NEVER, check_name, finite
@@ -70,8 +70,9 @@ class Learner:
     lr_scheduler: LrScheduler | None = struct.field(pytree_node=False, default=None)
 
     @property
-    def normalize_obs(self) -> bool:
-        return self.cfg.runner.empirical_normalization
+    def normalization(self) -> InputNormalization:
+        """The run's one normalisation point (the actor's: acting and learning read alike)."""
+        return self.actor.normalization
 
     @property
     def masks_timeouts(self) -> bool:
@@ -172,7 +173,7 @@ class Learner:
     # ---- acting ------------------------------------------------------------------------
     def critic_value(self, params, normalizers, obs, hidden):
         """Value of raw observations, without advancing the hidden state."""
-        nobs = normalize_groups(normalizers, obs, self.normalize_obs)
+        nobs = self.normalization.groups(normalizers, obs)
         return self.model.value(params, nobs, hidden)
 
     def start_episodes(self, rollout_state: RolloutState) -> RolloutState:
@@ -250,7 +251,7 @@ class Learner:
             for p in self.parts
         }
         rollout_state = rollout_state.replace(parts=rollout_parts)
-        if self.normalize_obs and self.cfg.runner.normalizer_update == "before":
+        if self.normalization.absorbs("before"):
             # brax: the update (last values, batch observations) already sees this rollout's statistics
             train_state = train_state.replace(
                 normalizers=self.absorb(train_state.normalizers, transitions.obs)
@@ -293,7 +294,7 @@ class Learner:
         `after_update`."""
         trainable, opt_state, lr, _, _, train_parts = update
         normalizers = train_state.normalizers
-        if self.normalize_obs and self.cfg.runner.normalizer_update == "after":
+        if self.normalization.absorbs("after"):
             # After the update, so the first ratio of the next update is exactly 1 (rsl_rl #225).
             normalizers = self.absorb(normalizers, transitions.obs)
         params, train_parts = self.with_trainable(trainable, train_parts)
@@ -325,8 +326,7 @@ class Learner:
 
     def absorb(self, normalizers: dict, obs: dict) -> dict:
         """The observation normalisers after taking in a rollout's raw observations `[T, N, ...]`."""
-        until = self.cfg.runner.normalizer_until
-        return {k: update_normalizer(normalizers[k], obs[k], until, self.axis_name) for k in normalizers}
+        return self.normalization.absorb(normalizers, obs, self.axis_name)
 
     # ---- evaluation --------------------------------------------------------------------
     def evaluate(self, eval_env: VecEnv, params, normalizers, key: jax.Array):

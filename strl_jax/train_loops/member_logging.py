@@ -12,6 +12,7 @@ import numpy as np
 
 from strl_jax.errors import ConfigError
 from strl_jax.train_loops.devices import is_primary, local_copy
+from strl_jax.train_loops.evaluation import LOCOMOTION_METRICS
 from strl_jax.train_loops.finiteness import first_non_finite
 from strl_jax.train_loops.members import Member, empty_window, run_keys, steps_per_iteration
 from strl_jax.train_loops.population import DIVERGED, PRUNED, RUNNING
@@ -76,7 +77,7 @@ def evaluate_members(programs: Any, members: list[Member], train_state: Any, ite
     results = jax.device_get(programs.evaluate(params, normalizers, jnp.asarray(axis.stack(keys))))
     return [
         {"eval_reward": float(r["episode_reward"]), "eval_episode_length": float(r["episode_length"])}
-        | {f"eval_{k}": float(v) for k, v in r.items() if k in ("velrmsd", "CoT", "falls")}
+        | {f"eval_{k}": float(v) for k, v in r.items() if k in LOCOMOTION_METRICS}
         for r in (axis.view(results, i) for i in range(len(members)))
     ]
 

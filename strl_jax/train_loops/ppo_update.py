@@ -33,7 +33,6 @@ from strl_jax.buffers.minibatch import merge_time_env, minibatch_indices
 from strl_jax.buffers.transitions import Transition
 from strl_jax.collectives import pmean
 from strl_jax.networks.actor_critic import clamp_std
-from strl_jax.networks.normalizer import normalize_groups
 from strl_jax.train_loops.finiteness import check_name, finite, first_failure
 from strl_jax.train_loops.state import TrainState
 
@@ -53,6 +52,7 @@ def loss_settings(learner: Learner) -> PPOLossSettings:
         ppo_terms=learner.update_rule.ppo_terms,
         gae_horizon=learner.cfg.algorithm.gae_horizon or learner.cfg.runner.num_steps_per_env,
         imitation_coef=learner.pretrain_imitation if learner.cfg.runner.pretrain_iterations > 0 else 0.0,
+        normalization=learner.normalization,
         axis_name=learner.axis_name,
     )
 
@@ -103,7 +103,7 @@ def make_batch(
     batch = raw_batch(learner, transitions, last_values)
     if history is not None:
         batch, history = with_history(batch, history)
-    normalize = functools.partial(normalize_groups, train_state.normalizers, enabled=learner.normalize_obs)
+    normalize = functools.partial(learner.normalization.groups, train_state.normalizers)
     if learner.cfg.algorithm.recompute_advantages:
         # only the critic's group: the bootstrap values are all that is recomputed from it
         next_obs = {
@@ -195,7 +195,8 @@ def minibatch_update_fn(
     """The scanned body of one minibatch: `((core, own states), (column indices, key)) -> (carry,
     (metrics, finiteness per check))`, core = (trainable, opt_state, lr)."""
     resample_prob = learner.cfg.algorithm.hidden_state_resample_prob
-    units = learner.model.units(train_state.normalizers, learner.normalize_obs)
+    statistics = learner.normalization.statistics(train_state.normalizers)
+    units = learner.model.units(statistics)
 
     def minibatch(carry, xs):
         core, own = carry
@@ -212,7 +213,7 @@ def minibatch_update_fn(
             train_parts=train_state.parts,
             part_inputs=inputs,
             units=units,
-            normalizers=train_state.normalizers if learner.normalize_obs else None,
+            normalizers=statistics,
             entropy_key=jax.random.fold_in(part_key, ENTROPY_STREAM),
             resample_key=jax.random.fold_in(part_key, RESAMPLE_STREAM) if resample_prob > 0 else None,
             resample_prob=resample_prob,

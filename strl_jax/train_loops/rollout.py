@@ -25,7 +25,6 @@ from strl_jax.buffers.transitions import Transition
 from strl_jax.collectives import env_keys, pmean, psum
 from strl_jax.masked_rows import reserved_rows, where_rows
 from strl_jax.networks.gaussian import gaussian_log_prob
-from strl_jax.networks.normalizer import normalize_groups
 from strl_jax.networks.policy import reset_hidden_groups
 from strl_jax.train_loops.state import RolloutState, TrainState
 
@@ -116,7 +115,7 @@ def rollout_step(learner: Learner, train_state: TrainState, rs: RolloutState, st
     sample_keys, part_keys = step_keys(learner, keys)
     draws = learner.model.draw(part_keys[POLICY][0]) if POLICY in part_keys else {}
     mean, std, hidden, estimates = learner.actor.forward(params, normalizers, rs.obs, rs.hidden, draws)
-    critic_obs = normalize_groups(normalizers, learner.policy_groups(rs.obs), learner.normalize_obs)
+    critic_obs = learner.normalization.groups(normalizers, learner.policy_groups(rs.obs))
     values, hidden = learner.model.value_and_hidden(params, critic_obs, hidden)
     ctx = StepContext(
         obs=rs.obs,
@@ -294,9 +293,7 @@ def dataset_rollout(
         index = step_index(dataset, cursor)
         obs = {k: v[index] for k, v in dataset.obs.items()}
         mean, std, _, _ = learner.actor.forward(params, normalizers, obs, hidden, {})
-        values = learner.model.value(
-            params, normalize_groups(normalizers, obs, learner.normalize_obs), hidden
-        )
+        values = learner.model.value(params, learner.normalization.groups(normalizers, obs), hidden)
         actions, done = dataset.actions[index], dataset.dones[index]
         reward = dataset.rewards[index]
         truncated = (dataset.timeouts[index] * done) > 0

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from strl_jax.train_loops.evaluation import LOCOMOTION_METRICS
 from strl_jax.train_loops.remote_writers import make_remote_writer
 
 
@@ -43,9 +44,8 @@ TENSORBOARD_TAGS = {
     "mean_step_reward": "Train/mean_step_reward",
     "eval_reward": "Eval/episode_reward",
     "eval_episode_length": "Eval/episode_length",
-    "eval_velrmsd": "Eval/velrmsd",  # joystick tasks: st_rl's locomotion evaluation
-    "eval_CoT": "Eval/CoT",
-    "eval_falls": "Eval/falls",  # joystick tasks: fraction of evaluation episodes that ended early
+    # joystick tasks: st_rl's locomotion evaluation (`train_loops.evaluation.locomotion_summary`)
+    **{f"eval_{name}": f"Eval/{name}" for name in LOCOMOTION_METRICS},
 }
 NOT_LOGGED_TO_TENSORBOARD = ("iteration", "env_steps", "wall_time", "episodes")
 # Console labels of rsl_rl's own numbers; any other scalar is printed under its own name.
@@ -61,9 +61,7 @@ HOST_KEYS = (
     "mean_episode_length",
     "eval_reward",
     "eval_episode_length",
-    "eval_velrmsd",
-    "eval_CoT",
-    "eval_falls",
+    *(f"eval_{name}" for name in LOCOMOTION_METRICS),
 )
 ROW_KEYS_OF_THE_HOST = (*TENSORBOARD_TAGS, *NOT_LOGGED_TO_TENSORBOARD, "mean_noise_std")
 

@@ -19,7 +19,6 @@ from strl_jax.agents.ppo import POLICY
 from strl_jax.buffers.transitions import Transition
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.networks.actor_critic import clamp_std
-from strl_jax.networks.normalizer import normalize_groups
 from strl_jax.networks.policy import reset_hidden_groups
 from strl_jax.train_loops.finiteness import NEVER, check_name, first_failure
 from strl_jax.train_loops.ppo_update import ppo_update
@@ -106,7 +105,7 @@ def cloning_update(learner: Any, train_state: TrainState, transitions: Transitio
     rule = learner.update_rule
     alg = learner.cfg.algorithm
     batch = DistillationBatch(
-        obs=normalize_groups(train_state.normalizers, transitions.obs, learner.normalize_obs),
+        obs=learner.normalization.groups(train_state.normalizers, transitions.obs),
         labels=transitions.parts[rule.labels_from]["action_labels"],
         dones=transitions.dones,
         hidden0=transitions.initial_hidden if learner.model.recurrent else {},
