@@ -61,33 +61,68 @@ MAX_WORKERS = 4
 # `tests/cost_table.py`); modules not named follow in collection order.
 HEAVY_FIRST: tuple[str, ...] = (
     "test_playground_training",
-    "test_estimator_training",
-    "test_appo",
-    "test_amp_imitation",
-    "test_devices",
     "test_recurrent",
-    "test_update_options",
-    "test_population",
-    "test_perception_envs",
-    "test_training",
-    "test_teacher_student",
-    "test_update_parity",
+    "test_devices",
     "test_playground_components",
-    "test_envs",
+    "test_training",
     "test_two_stage",
+    "test_amp_imitation",
     "test_divergence",
-    "test_checkpoint_resume",
+    "test_update_options",
+    "test_estimator_training",
+    "test_perception_envs",
+    "test_appo",
+    "test_teacher_student",
     "test_deploy",
-    "test_encoder_training",
-    "test_amp_parts",
     "test_tanh_gaussian",
+    "test_envs",
+    "test_go1_walk_example",
+    "test_mutex",
+    "test_checkpoint_resume",
     "test_collect",
-    "test_reset_pool",
-    "test_runner_extras",
-    "test_tppo",
     "test_symmetry",
-    "test_parts",
+    "test_population",
+    "test_amp_parts",
+    "test_reset_pool",
+    "test_update_parity",
+    "test_encoder_training",
+    "test_runner_extras",
+    "test_dagger",
+    "test_checkpoint_backends",
+    "test_brax_choices",
 )
+
+
+# Most modules' programs take far longer to compile than to run (compile / run 5-40 in the cold
+# cost table), and their assertions are exact comparisons or fixed properties: they compile with
+# `jax_disable_most_optimizations` (XLA's backend optimisation level 0, no expensive LLVM passes),
+# measured a quarter less test time, for code that runs 3-5x slower. The same operations, rounded
+# differently where LLVM would have fused a multiply-add; subprocesses a module starts inherit the
+# setting (`JAX_DISABLE_MOST_OPTIMIZATIONS`), so the runs it compares match. The modules below
+# keep XLA's optimised programs: their learning thresholds were measured with them, or their
+# programs run long enough that slower code would cost more than the compile saves.
+OPTIMISED: frozenset[str] = frozenset(
+    {
+        "test_playground_training",
+        "test_recurrent",
+        "test_training",
+        "test_amp_imitation",
+        "test_teacher_student",
+        "test_two_stage",
+        "test_tanh_gaussian",
+        "test_playground_components",
+    }
+)
+QUICK_COMPILE_VARIABLE = "JAX_DISABLE_MOST_OPTIMIZATIONS"
+
+
+def set_quick_compile(quick: bool) -> None:
+    """Compile what follows, in this process and the processes it starts, quickly or optimised."""
+    jax.config.update("jax_disable_most_optimizations", quick)
+    if quick:
+        os.environ[QUICK_COMPILE_VARIABLE] = "1"
+    else:
+        os.environ.pop(QUICK_COMPILE_VARIABLE, None)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -120,10 +155,23 @@ def pendulum_expert(tmp_path_factory):
     record = shared / "pendulum_expert.json"
     with FileLock(str(shared / "pendulum_expert.lock")):
         if not record.exists():
-            path, best = train_expert(shared / "pendulum_expert")
+            quick = os.environ.get(QUICK_COMPILE_VARIABLE) == "1"
+            set_quick_compile(False)  # the expert is the same whichever module asks first
+            try:
+                path, best = train_expert(shared / "pendulum_expert")
+            finally:
+                set_quick_compile(quick)
             record.write_text(json.dumps({"path": str(path), "return": best}))
     found = json.loads(record.read_text())
     return Path(found["path"]), float(found["return"])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _compile_effort(request):
+    """Every module compiles quickly except the `OPTIMISED` ones (jax's default)."""
+    set_quick_compile(Path(request.module.__file__).stem not in OPTIMISED)
+    yield
+    set_quick_compile(False)
 
 
 @pytest.fixture(scope="module", autouse=True)
