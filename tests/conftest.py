@@ -31,11 +31,16 @@ from hypothesis import settings
 from learning_runs import train_expert
 from suite_costs import SuiteCosts
 
+from strl_jax.train_loops.programs import MIN_CACHED_COMPILE_VARIABLE
 from strl_jax.train_loops.runner import release_programs
 
 _cache = os.environ.get("STRL_JAX_CACHE_DIR") or str(Path.home() / ".cache" / "strl_jax" / "xla")
 jax.config.update("jax_compilation_cache_dir", _cache)
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+# Every program is stored, also those that compile in under a second (most, without XLA's
+# optimisations, below): they are shared between modules and processes of one run, and a warm
+# run compiles nothing. Subprocesses inherit the setting (`enable_compilation_cache` reads it).
+os.environ[MIN_CACHED_COMPILE_VARIABLE] = "0"
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 # Property tests draw the same examples on every machine and run (no example database): a

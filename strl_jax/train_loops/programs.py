@@ -174,9 +174,17 @@ def compile_programs(cfg: TrainConfig) -> Programs:
     )
 
 
+MIN_CACHED_COMPILE_VARIABLE = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"  # jax's own name
+
+
 def enable_compilation_cache(path: str | None = None) -> None:
-    """Reuse compiled XLA programs across processes (big win: compiles take tens of seconds)."""
+    """Reuse compiled XLA programs across processes (big win: compiles take tens of seconds).
+
+    Programs that compiled in under a second are not stored, unless jax's own
+    `JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS` says otherwise (the test suite stores every one).
+    """
     path = path or os.environ.get("STRL_JAX_CACHE_DIR") or str(Path.home() / ".cache" / "strl_jax" / "xla")
     jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    min_seconds = float(os.environ.get(MIN_CACHED_COMPILE_VARIABLE, 1.0))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", min_seconds)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
