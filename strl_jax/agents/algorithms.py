@@ -194,7 +194,7 @@ def check_own_sections(cfg: Any) -> None:
             raise ConfigError(f"algorithm.{prefix}{name} must be a mapping of settings, got {section!r}")
 
 
-def part_build(cfg: Any, env: Any, name: str, load_teacher: Callable[..., Any] | None) -> PartBuild:
+def part_build(cfg: Any, env: Any, name: str, load_policy: Callable[..., Any] | None) -> PartBuild:
     """What part `name`'s builder reads for a run of `cfg` on `env`."""
     spec = algorithm_spec(cfg.algorithm.class_name)
     row = PARTS[name]
@@ -206,7 +206,7 @@ def part_build(cfg: Any, env: Any, name: str, load_teacher: Callable[..., Any] |
         algorithm=spec,
         settings=None if row.settings is None else row.settings(cfg),
         policy_shapes={k: v for k, v in shapes.items() if k not in env_groups(spec)},
-        load_teacher=load_teacher,
+        load_policy=load_policy,
     )
 
 

@@ -35,9 +35,9 @@ class PartBuild:
 
     `settings`: the part's own section, typed and checked by its `PartSpec.settings`.
     `policy_shapes`: the observation groups the policy reads (parts' own groups left out).
-    `load_teacher(cfg, observation shapes, action size)`: the trained policy `algorithm.teacher_policy`
-    names, frozen and checked against the env; it reads a checkpoint, which only the learner's
-    builder (above the inference layer) can do.
+    `load_policy(cfg, observation shapes, action size)`: a trained policy, frozen and checked
+    against the env (the run `algorithm.teacher_policy` names); it reads a checkpoint, which only
+    the learner's builder (above the inference layer) can do.
     """
 
     name: str
@@ -46,7 +46,7 @@ class PartBuild:
     algorithm: Any  # agents.algorithms.AlgorithmSpec: the update rule and parts of algorithm.class_name
     settings: Any
     policy_shapes: dict[str, tuple[int, ...]]
-    load_teacher: Callable[..., Any] | None = None
+    load_policy: Callable[..., Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -258,7 +258,7 @@ def build_teacher(b: PartBuild) -> TeacherPart:
     behaviour-cloning update a teacher that only labels."""
     settings: TeacherSettings = b.settings
     env = b.env
-    teacher = b.load_teacher(b.cfg, env.observation_shapes(), env.action_size)
+    teacher = b.load_policy(b.cfg, env.observation_shapes(), env.action_size)
     if b.algorithm.update == "behavior_cloning":
         return TeacherPart(name=b.name, teacher=teacher, act_prob=make_schedule(0.0, 1.0), acts=False)
     return TeacherPart(
