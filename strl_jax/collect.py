@@ -44,6 +44,7 @@ from strl_jax.dataset_sessions import (
     step_arrays,
 )
 from strl_jax.envs.amp_obs import WithAmpObservation, amp_observation_size, resolve_components
+from strl_jax.envs.entry_points import is_entry_point
 from strl_jax.envs.tasks import task_family
 from strl_jax.errors import CheckpointError, CollectError, CollectionIncomplete, ConfigError
 from strl_jax.inference import load_policy
@@ -142,11 +143,16 @@ def trajectory_arrays(episode: dict[str, np.ndarray], keep_critic_obs: bool) -> 
     return arrays
 
 
+def kind_of(task: str) -> str:
+    return "an env by entry point" if is_entry_point(task) else "a MuJoCo Playground task"
+
+
 def recording_env(loaded: PolicySource, num_envs: int, amp_obs_components: Sequence[str] | None) -> tuple:
     """`(env, AMP frame components)`: the run's env with `num_envs` envs, observing AMP frames of
-    the components for a Brax task (a MuJoCo Playground task records none and refuses them)."""
+    the components for a Brax task (a MuJoCo Playground task or an entry point records none and
+    refuses them)."""
     task = loaded.cfg.env.task
-    if task_family(task) == "brax":
+    if task_family(task, loaded.cfg.env) == "brax" and not is_entry_point(task):
         components = (
             amp_obs_components if amp_obs_components is not None else loaded.cfg.env.amp_obs_components
         )
@@ -159,7 +165,7 @@ def recording_env(loaded: PolicySource, num_envs: int, amp_obs_components: Seque
     if amp_obs_components:
         raise CollectError(
             f"--amp_obs_components {','.join(amp_obs_components)}: AMP frames are built from a Brax body "
-            f"layout and {task!r} is a MuJoCo Playground task; without the option the dataset holds its "
+            f"layout and {task!r} is {kind_of(task)}; without the option the dataset holds its "
             "observations, actions, rewards and dones (for runner.pretrain_dataset)"
         )
     return loaded.env.replace(num_envs=num_envs), ()

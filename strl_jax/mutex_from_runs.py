@@ -18,9 +18,8 @@ from typing import Any
 import yaml
 
 from strl_jax.configs.loader import config_from_dict, config_to_dict, deep_merge
-from strl_jax.envs.playground_components import playground_default_config
 from strl_jax.envs.skill_selection import skill_schedule, with_skill_selection
-from strl_jax.envs.tasks import make_env_from_config, task_family
+from strl_jax.envs.tasks import default_task_config, make_env_from_config, task_family
 from strl_jax.errors import ConfigError
 from strl_jax.inference import load_policy
 from strl_jax.networks.mutex import Layout, MutexConfig, MutexPolicy, SubPolicy, mutex_config, mutex_policy
@@ -31,9 +30,9 @@ def run_action_scale(cfg: Any) -> float | tuple[float, ...]:
     `action_scale` (overridden in `env.playground` or the task default), 1.0 for Brax tasks."""
     value = cfg.env.playground.get("action_scale")
     if value is None:
-        if task_family(cfg.env.task) != "playground":
+        if task_family(cfg.env.task, cfg.env) != "playground":
             return 1.0
-        value = playground_default_config(cfg.env.task).get("action_scale", 1.0)
+        value = default_task_config(cfg.env).get("action_scale", 1.0)
     return tuple(float(v) for v in value) if isinstance(value, list | tuple) else float(value)
 
 

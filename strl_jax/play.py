@@ -23,7 +23,7 @@ import numpy as np
 
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.commands import with_command
-from strl_jax.envs.tasks import task_family
+from strl_jax.envs.tasks import env_family
 from strl_jax.envs.vec_env import VecEnv
 from strl_jax.errors import CheckpointError, ConfigError
 from strl_jax.inference import load_policy
@@ -37,7 +37,7 @@ from strl_jax.train_loops.evaluation import episode_rollout, locomotion_summary
 def physics_frame(env: VecEnv, state: Any) -> Any:
     """What a viewer needs of one env's state: brax's pipeline state, or Playground's `qpos`,
     `qvel` and time (the rest follows from the model)."""
-    if task_family(env.task) == "brax":
+    if env_family(env) == "brax":
         return state.pipeline_state
     return {"qpos": state.data.qpos, "qvel": state.data.qvel, "time": state.data.time}
 
@@ -156,7 +156,7 @@ def write_gif(env: VecEnv, states: list[Any], path: Path, size: tuple[int, int] 
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # GLFW's complaints about a missing display
-        if task_family(env.task) == "brax":
+        if env_family(env) == "brax":
             frames = image.render_array(env.env.sys, states, height=size[0], width=size[1])
         else:
             frames = render_mujoco(env, states, size)
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else default_out or Path(args.log_dir) / "play"
     out.mkdir(parents=True, exist_ok=True)
     states = episode_states(frames, int(lengths[0]))
-    if task_family(env.task) == "brax":
+    if env_family(env) == "brax":
         page = write_html(env, states, out / "episode.html")
     else:
         page = write_trajectory(env, states, out / "episode.npz")

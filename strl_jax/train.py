@@ -31,7 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--task",
-        help=f"Brax or MuJoCo Playground task (its preset in configs/ if one exists; default {DEFAULT_TASK})",
+        help="Brax or MuJoCo Playground task (its preset in configs/ if one exists; default "
+        f"{DEFAULT_TASK}), or an env of one's own as package.module:Name (an MjxEnv or Brax env "
+        "class, or a function returning one; imported from the current folder or the installed packages)",
     )
     parser.add_argument("--num_envs", type=int, help="number of parallel environments (env.num_envs)")
     parser.add_argument("--seed", type=int, help="random seed")

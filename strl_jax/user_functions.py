@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -20,9 +22,18 @@ def check_function_spec(spec: str, option: str) -> None:
         raise ConfigError(f"{option}={spec!r} must name a function as 'package.module:function'")
 
 
+def ensure_cwd_on_path() -> None:
+    """Modules a config names are imported from the current folder too, as `python -m` does."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+
+
 def import_function(spec: str, option: str) -> Callable[..., Any]:
-    """The callable `spec` names, or a ConfigError saying what is missing."""
+    """The callable `spec` names (imported from the current folder or the installed packages), or a
+    ConfigError saying what is missing."""
     check_function_spec(spec, option)
+    ensure_cwd_on_path()
     module_name, _, name = spec.partition(":")
     try:
         target: Any = importlib.import_module(module_name)

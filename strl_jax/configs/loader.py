@@ -30,6 +30,7 @@ from strl_jax.configs.rsl_rl_config import from_rsl_rl_config, is_rsl_rl_config
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.configs.sweep import normalize_sweep, sweep_settings
 from strl_jax.envs.brax_env import available_backends
+from strl_jax.envs.entry_points import is_entry_point
 from strl_jax.envs.tasks import task_family
 from strl_jax.errors import ConfigError
 from strl_jax.networks.encoder_settings import check_encoder_settings
@@ -254,11 +255,13 @@ def resolve_config(
 
     A config file is strl_jax's YAML or an rsl_rl / IsaacLab runner config (YAML or JSON).
 
-    A task without a preset starts from the defaults with `env.task` set to it.
+    A task without a preset (an entry point `package.module:Name` never has one) starts from the
+    defaults with `env.task` set to it.
     """
     data: dict = {}
     if task is not None:
-        data = load_preset(task) if task in available_presets() else {"env": {"task": task}}
+        preset = not is_entry_point(task) and task in available_presets()
+        data = load_preset(task) if preset else {"env": {"task": task}}
     for path in config_files or []:
         data = deep_merge(data, load_config_file(path))
     for text in overrides or []:
@@ -426,9 +429,12 @@ def check_minibatch_split(cfg: TrainConfig) -> None:
 
 def validate_config(cfg: TrainConfig) -> None:
     """Checks that need more than types: choices and divisibility."""
-    task_family(cfg.env.task)  # a ConfigError listing the Brax and Playground tasks
     if cfg.env.backend not in available_backends():
         raise ConfigError(f"unknown backend {cfg.env.backend!r}; valid backends: {available_backends()}")
+    if cfg.env.randomizer:
+        check_function_spec(cfg.env.randomizer, "env.randomizer")
+    # a ConfigError listing the Brax and Playground tasks; an entry point's env is built and checked
+    task_family(cfg.env.task, cfg.env)
     check_choices(cfg)
     if cfg.runner.ckpt_manipulator:
         check_function_spec(cfg.runner.ckpt_manipulator, "runner.ckpt_manipulator")

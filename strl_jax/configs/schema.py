@@ -12,13 +12,15 @@ from dataclasses import dataclass, field
 class EnvConfig:
     """Which environment (Brax or MuJoCo Playground) to run and how to wrap it."""
 
+    # a Brax or MuJoCo Playground registry name, or an env of one's own as `package.module:Name`
+    # (an MjxEnv or Brax env subclass, or a function returning one: strl_jax.envs.entry_points)
     task: str = "inverted_pendulum"
     backend: str = "positional"
     num_envs: int = 1024
     episode_length: int = 1000
     action_repeat: int = 1
     clip_actions: float | None = 1.0  # executed actions are clipped to [-c, c]; None disables
-    env_kwargs: dict = field(default_factory=dict)  # passed to the Brax env constructor
+    env_kwargs: dict = field(default_factory=dict)  # passed to the Brax env (or entry point) constructor
     # group name -> indices of the Brax observation it sees; groups not named see all of it.
     # e.g. {policy: [0, 1]} hides inverted_pendulum's velocities from the actor.
     obs_groups: dict = field(default_factory=dict)
@@ -29,22 +31,34 @@ class EnvConfig:
     # AMP: components of the AMP observation frame (strl_jax.envs.amp_obs); None: the task's default
     amp_obs_components: tuple[str, ...] | None = None
     # MuJoCo Playground tasks only: overrides of the task's own config (its `default_config()` keys,
-    # nested with dots or dicts, e.g. {impl: warp, reward_config.scales.pose: 0.2}).
+    # nested with dots or dicts, e.g. {impl: warp, reward_config.scales.pose: 0.2}); for an MJX
+    # entry point, of its `Name.default_config()` or its module's `default_config()`.
     playground: dict = field(default_factory=dict)
-    # MuJoCo Playground tasks only: each env gets its own physics drawn by the task's randomiser
-    # (friction, masses, ...) once at the start of the run, as Playground's training does.
+    # MJX envs only: each env gets its own physics drawn by the task's randomiser (or env.randomizer;
+    # friction, masses, ...) once at the start of the run, as Playground's training does.
     domain_randomization: bool = True
     # Where a finished training env's fresh initial state comes from: "pool" (drawn ahead, between
     # iterations, by a separately compiled reset: the iteration does not compile the env's reset)
     # or "in_step" (the step resets it). Both give each episode its own random initial state.
     auto_reset: str = "pool"
-    # MuJoCo Playground rough-terrain tasks: terrain heights on a grid around the base (legged_gym's
-    # `measured_heights`) appended to groups as the component `height_scan`; {} is off. Keys:
-    # `groups` (default [critic]) and the fields of strl_jax.envs.height_scan.HeightScanSpec.
+    # MuJoCo Playground rough-terrain tasks (and MJX envs of one's own with a heightfield geom named by
+    # `geom`): terrain heights on a grid around the base (legged_gym's `measured_heights`) appended to
+    # groups as the component `height_scan`; {} is off. Keys: `groups` (default [critic]), `geom`
+    # (default floor) and the fields of strl_jax.envs.height_scan.HeightScanSpec.
     height_scan: dict = field(default_factory=dict)
     # MuJoCo Playground tasks: a depth image from ray casts off a camera on the robot, appended to
     # groups as the component `forward_depth`; {} is off (keys: strl_jax.envs.depth_camera).
     forward_depth: dict = field(default_factory=dict)
+    # Named components of the observation: {key: [[name, size], ...]} per observation key (a
+    # Playground-style dict's key, or `state` for an env whose observation is one array), the sizes
+    # summing to the key's last dimension. A key given here replaces the env's own `obs_layout` (and
+    # a registry task's built-in layout); names follow strl_jax.envs.obs_layout's convention.
+    obs_layout: dict = field(default_factory=dict)
+    # MJX envs (Playground tasks and envs of one's own): `package.module:function` with Playground's
+    # randomiser signature fn(mjx_model, rng[N]) -> (batched model, in_axes); replaces the task's
+    # own randomiser. null: the registry task's, none for an entry point. Unused when
+    # domain_randomization is false.
+    randomizer: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""Environment adapters: batched Brax and MuJoCo Playground envs with observation groups and
-fresh-random auto-reset."""
+"""Environment adapters: batched Brax and MuJoCo Playground envs (registry tasks, or envs of one's
+own by entry point `package.module:Name`) with observation groups and fresh-random auto-reset."""
 
 import strl_jax.envs.quiet_imports  # noqa: F401 - first: before anything imports brax or mujoco.mjx
 

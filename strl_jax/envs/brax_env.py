@@ -1,5 +1,6 @@
 """Brax environments as strl_jax tasks: the task registry, backends and index-based groups
-(unnamed index lists, or `{component: [indices]}` mappings that name the group's components).
+(unnamed index lists, or `{component: [indices]}` mappings that name the group's components), and
+the named `state` layout an env declares (`obs_layout`) or the config gives (`env.obs_layout`).
 
 Batching, fresh-random auto-reset and truncation are `strl_jax.envs.vec_env.VecEnv`'s.
 """
@@ -12,7 +13,9 @@ from typing import Any
 
 import brax.envs
 import jax
+import jax.numpy as jnp
 
+from strl_jax.envs.obs_layout import WHOLE, named_layouts
 from strl_jax.envs.playground_components import Layout
 from strl_jax.envs.vec_env import Observation, VecEnv
 from strl_jax.errors import ConfigError
@@ -81,9 +84,12 @@ def named_group(name: str, spec: Mapping, observation_size: int) -> tuple[Indice
     return indices, tuple((c, len(idx)) for c, idx in parts.items())
 
 
-def make_observation_groups(spec: dict, observation_size: int) -> ObservationGroups:
+def make_observation_groups(
+    spec: dict, observation_size: int, whole: Layout | None = None
+) -> ObservationGroups:
     """Validate `env.obs_groups` against the env's observation size: per group a list of indices
-    (unnamed), a mapping `{component: [indices]}` (named, concatenated in order) or null (all)."""
+    (unnamed), a mapping `{component: [indices]}` (named, concatenated in order) or null (all).
+    A group that sees the whole observation has the layout `whole` (the env's `state` layout)."""
     groups: dict[str, Indices | None] = {"policy": None, "critic": None}
     layouts: dict[str, Layout] = {}
     for name, idx in spec.items():
@@ -93,7 +99,39 @@ def make_observation_groups(spec: dict, observation_size: int) -> ObservationGro
             groups[name], layouts[name] = named_group(name, idx, observation_size)
         else:
             groups[name] = group_indices(f"env.obs_groups.{name}", idx, observation_size)
+    if whole is not None:
+        layouts = {g: whole for g, idx in groups.items() if idx is None} | layouts
     return ObservationGroups(tuple(groups.items()), tuple(layouts.items()))
+
+
+@dataclasses.dataclass(frozen=True)
+class BraxSettings:
+    """How strl_jax wraps any Brax env (registry task or user env): `env.*` settings."""
+
+    num_envs: int
+    episode_length: int
+    action_repeat: int = 1
+    clip_actions: float | None = 1.0
+    obs_groups: dict | None = None
+    obs_layout: dict | None = None  # env.obs_layout ({"state": [[name, size], ...]})
+
+
+def brax_vec_env(task: str, env: Any, obs: Any, settings: BraxSettings) -> VecEnv:
+    """One construction for every Brax env object: groups and named components (the env's
+    `obs_layout`, `env.obs_layout`: the `state` layout of the groups seeing the whole observation)."""
+    size = int(obs.shape[-1])
+    whole = named_layouts(task, env, settings.obs_layout, obs).get(WHOLE)
+    observe = make_observation_groups(settings.obs_groups or {}, size, whole)
+    return VecEnv(
+        env=env,
+        task=task,
+        num_envs=settings.num_envs,
+        episode_length=settings.episode_length,
+        action_repeat=settings.action_repeat,
+        clip_actions=settings.clip_actions,
+        observe=observe,
+        components=observe.components,
+    )
 
 
 def make_brax_env(
@@ -105,6 +143,7 @@ def make_brax_env(
     clip_actions: float | None = 1.0,
     env_kwargs: dict | None = None,
     obs_groups: dict | None = None,
+    obs_layout: dict | None = None,
 ) -> VecEnv:
     """Create a batched Brax env by name, with clear errors for unknown names or kwargs."""
     if task not in available_tasks():
@@ -116,15 +155,6 @@ def make_brax_env(
     except TypeError as err:
         raise ConfigError(f"env.env_kwargs {env_kwargs!r} do not fit brax task {task!r}: {err}") from None
     # eval_shape: Brax's `observation_size` runs an uncompiled reset (seconds per env build).
-    size = int(jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs.shape[-1])
-    observe = make_observation_groups(obs_groups or {}, size)
-    return VecEnv(
-        env=env,
-        task=task,
-        num_envs=num_envs,
-        episode_length=episode_length,
-        action_repeat=action_repeat,
-        clip_actions=clip_actions,
-        observe=observe,
-        components=observe.components,
-    )
+    obs = jax.eval_shape(env.reset, jax.ShapeDtypeStruct((2,), jnp.uint32)).obs
+    settings = BraxSettings(num_envs, episode_length, action_repeat, clip_actions, obs_groups, obs_layout)
+    return brax_vec_env(task, env, obs, settings)

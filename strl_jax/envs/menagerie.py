@@ -42,7 +42,10 @@ ROBOTS_BY_PREFIX: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 def robots_for_task(task: str) -> tuple[str, ...]:
-    """The menagerie folders a Playground task needs (none for the dm_control suite)."""
+    """The menagerie folders a Playground task needs (none for the dm_control suite, nor for an
+    entry point `package.module:Name`, whose env loads what it names itself)."""
+    if ":" in task:
+        return ()
     for prefix, robots in ROBOTS_BY_PREFIX:
         if task.startswith(prefix):
             return robots

@@ -1,5 +1,5 @@
-"""Perception for MuJoCo Playground tasks: legged_gym's height scan and a forward depth camera as
-named observation components.
+"""Perception for MuJoCo Playground tasks (and MJX envs of one's own): legged_gym's height scan and
+a forward depth camera as named observation components.
 
 - `env.height_scan` (rough-terrain tasks): terrain heights on a grid around the base, read exactly
   off the heightfield (`strl_jax.envs.height_scan`), appended to chosen groups as the component
@@ -36,6 +36,8 @@ HEIGHTFIELD_TASKS = (
     "T1JoystickRoughTerrain",
     "BerkeleyHumanoidJoystickRoughTerrain",
 )
+# What an env of one's own (an entry point, `strl_jax.envs.entry_points`) needs for a height scan.
+USER_HEIGHTFIELD = "a user env needs a heightfield geom, named by env.height_scan.geom (default floor)"
 # Stream of `fold_in(state.info["rng"], ...)` that draws the policy's scan noise: the env's own
 # draws (which split that key) never see it, so the scan leaves the trajectory unchanged.
 HEIGHT_SCAN_NOISE_STREAM = 0x5CA7
@@ -254,7 +256,7 @@ def with_height_scan(
     if fields.size == 0:
         raise ConfigError(
             f"env.height_scan needs a task whose ground is a heightfield; {task!r} has none. "
-            f"Tasks with one: {list(HEIGHTFIELD_TASKS)}"
+            f"Tasks with one: {list(HEIGHTFIELD_TASKS)}; {USER_HEIGHTFIELD}"
         )
     known = observe if isinstance(observe, PlaygroundGroups) else PlaygroundGroups(())
     check_setting_groups(HEIGHT_SCAN, task, known, setting.groups)
@@ -371,8 +373,9 @@ class WithForwardDepth:
 
 
 def require_jax_impl(task: str, config: Any) -> None:
-    """The depth camera casts rays with `mjx.ray`, which reads MJX's JAX implementation's data."""
-    impl = config.get("impl", "jax")
+    """The depth camera casts rays with `mjx.ray`, which reads MJX's JAX implementation's data
+    (`config` None: a user env without a config, which chose its implementation itself)."""
+    impl = "jax" if config is None else config.get("impl", "jax")
     if impl != "jax":
         raise ConfigError(
             f"env.forward_depth casts rays with MJX's JAX implementation (mjx.ray); task {task!r} "

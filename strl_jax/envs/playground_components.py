@@ -6,6 +6,10 @@ the ordered `((name, size), ...)` of one observation key ("state", "privileged_s
 observation is one array has only "state"), read off each task's `_get_obs` in Playground 0.2.0. The
 sizes sum to the key's observation size (tests/test_playground_components.py checks every task).
 
+The names are also the convention for envs of one's own, which declare their layouts themselves
+(`obs_layout`, or `env.obs_layout` in the config; `strl_jax.envs.obs_layout`): a `base_lin_vel` of
+a user robot is found by estimators, encoders and symmetry tables like a registry task's.
+
 Names within one key are unique. The rules that keep them so:
 - `privileged_state` begins with a copy of `state` (for frame-stacked states: of its newest frame);
   that copy's components are named `state_<name>`. Every other name in `privileged_state` is the

@@ -1,4 +1,6 @@
-"""MuJoCo Playground environments (locomotion, dm_control suite, manipulation) as strl_jax tasks.
+"""MuJoCo Playground environments (locomotion, dm_control suite, manipulation) as strl_jax tasks,
+and MJX envs of one's own (`strl_jax.envs.entry_points`) through the same construction
+(`playground_vec_env`).
 
 A Playground env is an MJX env with Brax's reset/step shape, so it runs in the same `VecEnv` as
 Brax's (fresh random resets, truncation, final observations). What this module adds:
@@ -32,6 +34,7 @@ import jax
 import jax.numpy as jnp
 
 from strl_jax.envs.menagerie import EXTRA, use_offline_menagerie
+from strl_jax.envs.obs_layout import named_layouts
 from strl_jax.envs.perception import (
     FORWARD_DEPTH,
     FREE_JOINT,
@@ -44,11 +47,20 @@ from strl_jax.envs.perception import (
     with_forward_depth,
     with_height_scan,
 )
+from strl_jax.envs.playground_components import component_layout
 from strl_jax.envs.playground_groups import PlaygroundGroups, group_components, observation_groups
 from strl_jax.envs.vec_env import Observation, VecEnv
 from strl_jax.errors import ConfigError
+from strl_jax.user_functions import import_function
 
-__all__ = ["HEIGHTFIELD_TASKS", "PlaygroundGroups", "make_playground_env", "playground_tasks"]
+__all__ = [
+    "HEIGHTFIELD_TASKS",
+    "PlaygroundGroups",
+    "PlaygroundSettings",
+    "make_playground_env",
+    "playground_tasks",
+    "playground_vec_env",
+]
 
 
 # ---- the registry ------------------------------------------------------------------------
@@ -77,20 +89,25 @@ def playground_config(task: str, overrides: dict) -> Any:
     """
     from mujoco_playground import registry  # noqa: PLC0415 - optional dependency
 
-    config = registry.get_default_config(task)
+    return configured_overrides(registry.get_default_config(task), overrides, f"Playground task {task!r}")
+
+
+def configured_overrides(config: Any, overrides: dict, what: str) -> Any:
+    """`config` (a Playground-style ConfigDict, changed in place) with `impl: jax` where it has an
+    `impl` key and `overrides` applies none, then `overrides`; `what` names the env in errors."""
     flat = flatten(overrides)
     if "impl" in config and "impl" not in flat:
         flat["impl"] = "jax"
     valid = sorted(flatten(config.to_dict()))
     for key, value in flat.items():
         if key not in valid and not any(v.startswith(key + ".") for v in valid):
-            raise ConfigError(
-                f"env.playground.{key} is not a setting of Playground task {task!r}; valid: {valid}"
-            )
+            raise ConfigError(f"env.playground.{key} is not a setting of {what}; valid: {valid}")
         try:
             config.update_from_flattened_dict({key: value})
         except (TypeError, ValueError, KeyError) as err:
-            raise ConfigError(f"env.playground.{key}={value!r} does not fit task {task!r}: {err}") from None
+            raise ConfigError(
+                f"env.playground.{key}={value!r} does not fit {what.removeprefix('Playground ')}: {err}"
+            ) from None
     return config
 
 
@@ -138,17 +155,51 @@ class RandomizedPhysics:
             self.env._mjx_model = base  # noqa: SLF001
 
 
-def randomized_physics(env: Any, randomizer: Any) -> RandomizedPhysics:
-    """Find which model fields the randomiser draws per env (its `in_axes` of 0)."""
+RANDOMIZER_FORM = (
+    "Playground's randomiser fn(mjx_model, rng: keys [N, 2]) -> (model with the drawn fields batched "
+    "[N, ...], in_axes: a model whose drawn fields are 0 and others None)"
+)
+
+
+def load_randomizer(spec: str) -> Callable:
+    """The function `env.randomizer` names (`package.module:function`), imported like an entry
+    point: from the current folder or the installed packages."""
+    return import_function(spec, "env.randomizer")
+
+
+def drawn_model(env: Any, randomizer: Any, name: str) -> tuple[Any, Any]:
+    """`(batched model, in_axes)` of the randomiser on 2 abstract keys, or a ConfigError naming it."""
     found: dict[str, Any] = {}
 
     def draw(keys):
-        model, in_axes = randomizer(env.mjx_model, keys)
-        found["in_axes"] = in_axes
-        return model
+        out = randomizer(env.mjx_model, keys)
+        if not isinstance(out, tuple) or len(out) != 2:
+            raise ConfigError(
+                f"{name} returned {type(out).__name__}, not a pair (model, in_axes); "
+                f"expected {RANDOMIZER_FORM}"
+            )
+        found["in_axes"] = out[1]
+        return out[0]
 
-    jax.eval_shape(draw, jax.random.split(jax.random.PRNGKey(0), 2))
+    try:
+        model = jax.eval_shape(draw, jax.ShapeDtypeStruct((2, 2), jnp.uint32))
+    except ConfigError:
+        raise
+    except Exception as err:
+        raise ConfigError(f"{name} failed ({type(err).__name__}: {err}); expected {RANDOMIZER_FORM}") from err
     in_axes = found["in_axes"]
+    for what, value in (("model", model), ("in_axes", in_axes)):
+        if type(value) is not type(env.mjx_model):
+            raise ConfigError(
+                f"{name} returned {type(value).__name__} as its {what}; expected {RANDOMIZER_FORM}"
+            )
+    return model, in_axes
+
+
+def randomized_physics(env: Any, randomizer: Any, name: str = "the task's randomiser") -> RandomizedPhysics:
+    """Find which model fields the randomiser draws per env (its `in_axes` of 0); `name` names
+    the randomiser in errors (its form and return value are checked on shapes only)."""
+    model, in_axes = drawn_model(env, randomizer, name)
     # Static model fields (sizes such as `na`) keep their values in `in_axes`; a randomised field
     # is an array field of the model whose axis is 0.
     fields = tuple(
@@ -158,6 +209,10 @@ def randomized_physics(env: Any, randomizer: Any) -> RandomizedPhysics:
         and getattr(in_axes, f.name) == 0
         and hasattr(getattr(env.mjx_model, f.name), "shape")
     )
+    unbatched = [f for f in fields if getattr(getattr(model, f), "shape", (None,))[:1] != (2,)]
+    if unbatched or not fields:
+        found = f"fields {unbatched} without a leading env axis" if unbatched else "no field with in_axes 0"
+        raise ConfigError(f"{name} draws {found}; expected {RANDOMIZER_FORM}")
     return RandomizedPhysics(env=env, randomizer=randomizer, fields=fields)
 
 
@@ -198,11 +253,16 @@ def is_joystick(env: Any, reset_state: Any) -> bool:
 
 
 # ---- construction -------------------------------------------------------------------------------
-def with_perception(task: str, env: Any, config: Any, groups: Any, scan: Any, depth: Any) -> tuple:
+LayoutOf = Callable[[str], Any]  # observation key -> its layout, or None where not laid out
+
+
+def with_perception(
+    task: str, env: Any, config: Any, groups: Any, scan: Any, depth: Any, layout_of: LayoutOf
+) -> tuple:
     """`(the env to simulate, observe, components per group, component shapes)` with the height
     scan (`scan`) and the forward depth image (`depth`) appended to their groups where set."""
     observe: Callable[[Any], Observation] = groups
-    components = group_components(task, config, groups)
+    components = group_components(groups, layout_of)
     shapes: dict[str, tuple[int, ...]] = {}
     if scan is not None:
         observe = with_height_scan(task, env, config, groups, scan)
@@ -219,6 +279,62 @@ def with_perception(task: str, env: Any, config: Any, groups: Any, scan: Any, de
     return simulated, observe, components, shapes
 
 
+@dataclasses.dataclass(frozen=True)
+class PlaygroundSettings:
+    """How strl_jax wraps any MJX env (registry task or user env): `env.*` settings, checked."""
+
+    num_envs: int
+    episode_length: int
+    action_repeat: int = 1
+    clip_actions: float | None = 1.0
+    obs_groups: dict | None = None
+    domain_randomization: bool = True
+    height_scan: Any = None  # a HeightScanSetting or None
+    forward_depth: Any = None  # a ForwardDepthSetting or None
+    obs_layout: dict | None = None  # env.obs_layout
+    randomizer: str | None = None  # env.randomizer
+
+
+def chosen_randomizer(task: str, env: Any, settings: PlaygroundSettings) -> RandomizedPhysics | None:
+    """`env.randomizer` where set, else the registry task's own (None for a user env), each env
+    drawing its own physics; None with `domain_randomization: false`."""
+    if not settings.domain_randomization:
+        return None
+    if settings.randomizer:
+        function = load_randomizer(settings.randomizer)
+        return randomized_physics(env, function, f"env.randomizer={settings.randomizer!r}")
+    randomizer = domain_randomizer(task) if task in playground_tasks() else None
+    return None if randomizer is None else randomized_physics(env, randomizer)
+
+
+def playground_vec_env(
+    task: str, env: Any, config: Any, reset_state: Any, settings: PlaygroundSettings
+) -> VecEnv:
+    """One construction for every MJX env object: groups, named components (the registry task's
+    layouts, the env's `obs_layout`, `env.obs_layout`), perception, randomiser, locomotion probe."""
+    groups = observation_groups(task, reset_state.obs, settings.obs_groups or {})
+    named = named_layouts(task, env, settings.obs_layout, reset_state.obs)
+    registry_layout = lambda key: component_layout(task, key, config)  # noqa: E731 - None off the registry
+    layout_of = lambda key: named[key] if key in named else registry_layout(key)  # noqa: E731
+    scan, depth = settings.height_scan, settings.forward_depth
+    perceived = with_perception(task, env, config, groups, scan, depth, layout_of)
+    simulated, observe, components, shapes = perceived
+    physics = chosen_randomizer(task, env, settings)
+    return VecEnv(
+        env=simulated,
+        task=task,
+        num_envs=settings.num_envs,
+        episode_length=settings.episode_length,
+        action_repeat=settings.action_repeat,
+        clip_actions=settings.clip_actions,
+        observe=observe,
+        physics=physics,
+        probe=LocomotionProbe(env) if is_joystick(env, reset_state) else None,
+        components=components,
+        component_shapes=shapes,
+    )
+
+
 def make_playground_env(
     task: str,
     num_envs: int,
@@ -230,11 +346,15 @@ def make_playground_env(
     domain_randomization: bool = True,
     height_scan: dict | None = None,
     forward_depth: dict | None = None,
+    obs_layout: dict | None = None,
+    randomizer: str | None = None,
 ) -> VecEnv:
     """A batched Playground task by registry name, with clear errors for bad names or settings.
 
     `height_scan` (`env.height_scan`) appends the terrain scan to groups as component `height_scan`,
-    `forward_depth` (`env.forward_depth`) then the depth image as component `forward_depth`.
+    `forward_depth` (`env.forward_depth`) then the depth image as component `forward_depth`;
+    `obs_layout` (`env.obs_layout`) replaces the layouts of the keys it names, `randomizer`
+    (`env.randomizer`, `package.module:function`) the task's randomiser.
     """
     if not playground_installed():
         raise ConfigError(f"task {task!r} is a MuJoCo Playground task; install it with `{EXTRA}`")
@@ -242,27 +362,22 @@ def make_playground_env(
 
     if task not in registry.ALL_ENVS:
         raise ConfigError(f"unknown Playground task {task!r}; valid: {list(registry.ALL_ENVS)}")
-    scan = height_scan_setting(height_scan)
-    depth = forward_depth_setting(forward_depth)
-    use_offline_menagerie(task)
-    config = playground_config(task, overrides or {})
-    if depth is not None:
-        require_jax_impl(task, config)
-    env = registry.load(task, config=config)
-    reset_state = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
-    groups = observation_groups(task, reset_state.obs, obs_groups or {})
-    simulated, observe, components, shapes = with_perception(task, env, config, groups, scan, depth)
-    randomizer = domain_randomizer(task) if domain_randomization else None
-    return VecEnv(
-        env=simulated,
-        task=task,
+    settings = PlaygroundSettings(
         num_envs=num_envs,
         episode_length=episode_length,
         action_repeat=action_repeat,
         clip_actions=clip_actions,
-        observe=observe,
-        physics=None if randomizer is None else randomized_physics(env, randomizer),
-        probe=LocomotionProbe(env) if is_joystick(env, reset_state) else None,
-        components=components,
-        component_shapes=shapes,
+        obs_groups=obs_groups,
+        domain_randomization=domain_randomization,
+        height_scan=height_scan_setting(height_scan),
+        forward_depth=forward_depth_setting(forward_depth),
+        obs_layout=obs_layout,
+        randomizer=randomizer,
     )
+    use_offline_menagerie(task)
+    config = playground_config(task, overrides or {})
+    if settings.forward_depth is not None:
+        require_jax_impl(task, config)
+    env = registry.load(task, config=config)
+    reset_state = jax.eval_shape(env.reset, jax.ShapeDtypeStruct((2,), jnp.uint32))
+    return playground_vec_env(task, env, config, reset_state, settings)

@@ -1,14 +1,15 @@
-"""strl_jax's observation groups over a MuJoCo Playground task's observation keys, with the named
-components of each group (`strl_jax.envs.playground_components`)."""
+"""strl_jax's observation groups over a MuJoCo Playground-style env's observation keys, with the named
+components of each group (`strl_jax.envs.playground_components`, `strl_jax.envs.obs_layout`)."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
 
-from strl_jax.envs.playground_components import component_layout
+from strl_jax.envs.playground_components import Layout
 from strl_jax.envs.vec_env import Observation
 from strl_jax.errors import ConfigError
 
@@ -60,12 +61,13 @@ def observation_groups(task: str, obs: Any, spec: dict) -> PlaygroundGroups:
     return PlaygroundGroups(tuple(groups.items()))
 
 
-def group_components(task: str, config: Any, groups: PlaygroundGroups) -> dict:
-    """`{group: ((name, size), ...)}` for the groups whose every key has a known layout; in a
-    group of several keys each name is prefixed `<key>.` (both keys may have a `base_lin_vel`)."""
+def group_components(groups: PlaygroundGroups, layout_of: Callable[[str], Layout | None]) -> dict:
+    """`{group: ((name, size), ...)}` for the groups whose every key has a layout (`layout_of(key)`:
+    the registry task's, or the env's declared `obs_layout`; `"state"` for a one-array observation);
+    in a group of several keys each name is prefixed `<key>.` (both keys may have a `base_lin_vel`)."""
     out = {}
     for name, keys in groups.groups:
-        layouts = [component_layout(task, k or "state", config) for k in keys]
+        layouts = [layout_of(k or "state") for k in keys]
         if all(layout is not None for layout in layouts):
             out[name] = tuple(
                 (c if len(keys) == 1 else f"{k}.{c}", n)

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 import jax.numpy as jnp
 import numpy as np
 
+from strl_jax.envs.entry_points import task_name
 from strl_jax.errors import ConfigError
 
 Table = tuple[np.ndarray, np.ndarray]  # (perm, sign) of one vector
@@ -91,8 +92,11 @@ def augment(obs, actions, obs_tables: Mapping[str, Table], action_table: Table):
 
 def layout_tables(env, tasks: tuple[str, ...], rules: Mapping[str, Table], obs) -> dict[str, Table]:
     """Tables of the groups in `obs` from the env's component layouts."""
-    if not any(env.task.startswith(t) for t in tasks):
-        raise ConfigError(f"this mirror function is for {list(tasks)}, the env is {env.task!r}")
+    if not any(task_name(env.task).startswith(t) for t in tasks):
+        raise ConfigError(
+            f"this mirror function is for {list(tasks)} (an entry point's Name after the colon counts), "
+            f"the env is {env.task!r}"
+        )
     tables = {}
     for group in obs or {}:
         if group not in env.components:

@@ -26,6 +26,7 @@ import numpy as np
 
 from strl_jax.checkpoints.orbax_checkpoints import CHECKPOINT_DIR, CheckpointError
 from strl_jax.configs.schema import TrainConfig
+from strl_jax.envs.entry_points import entry_point_of, register_env, registered, task_dir_name
 from strl_jax.errors import DivergenceError, DivergenceWarning, NonFiniteError
 from strl_jax.train_loops.devices import any_process, is_primary, local_copy
 from strl_jax.train_loops.divergence import diverged, divergence_message
@@ -70,6 +71,7 @@ __all__ = [
     "steps_per_iteration",
     "train",
     "training_env",
+    "with_env",
 ]
 
 
@@ -144,7 +146,18 @@ class Loop:
 def default_log_dir(cfg: TrainConfig) -> Path:
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     name = f"{stamp}_{cfg.runner.experiment_name}" if cfg.runner.experiment_name else stamp
-    return Path("runs") / cfg.env.task / name
+    return Path("runs") / task_dir_name(cfg.env.task) / name
+
+
+def with_env(cfg: TrainConfig, env: Any) -> TrainConfig:
+    """`cfg` whose `env.task` is the entry point `module:qualname` of `env` (a class, factory or
+    instance), remembered in this process so that the run (and its resume here) rebuilds `env`."""
+    task = entry_point_of(env)
+    previous = registered(task)
+    register_env(env)
+    if previous is not None and previous is not env:
+        release_programs()  # compiled for the object registered before under the same name
+    return dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, task=task))
 
 
 def with_max_iterations(cfg: TrainConfig, max_iterations: int) -> TrainConfig:
@@ -163,6 +176,7 @@ def train(
     more_iterations: int | None = None,
     trial: Any = None,
     trial_metric: str = "eval_reward",
+    env: Any = None,
 ) -> TrainResult:
     """Train PPO as configured, writing config.yaml, metrics.jsonl, TensorBoard and checkpoints.
 
@@ -180,7 +194,14 @@ def train(
     step)` and `should_prune()`; for a population, a list with one per member): it receives
     `trial_metric` of every evaluation, and a trial that should be pruned stops its run (the
     result's `pruned` is then true; a pruned member stops logging while the others go on).
+
+    `env` (for notebooks) is an env class, a factory function or an env instance of one's own
+    (`strl_jax.envs.entry_points`): the run's `env.task` becomes its entry point `module:qualname`,
+    which checkpoints store and other processes import. One defined in `__main__` or inside a
+    function is rebuilt only in this process; elsewhere pass `env=` again (also with `resume=True`).
     """
+    if env is not None:
+        cfg = with_env(cfg, env)
     if cfg.runner.compile_cache:
         enable_compilation_cache()
     log_dir = Path(log_dir or cfg.runner.log_dir or default_log_dir(cfg))
