@@ -1,7 +1,8 @@
 """Sim-to-sim: a run's exported policy in native MuJoCo (C physics, onnxruntime) beside the JAX
 evaluation of the same policy, same initial states, same commands, same episode count.
 
-    python bench/sim_to_sim.py RUN [--episodes 16] [--episode_length T] [--seed 0] [--out FILE.json]
+    python bench/sim_to_sim.py RUN [--episodes 16] [--episode_length T] [--seed 0] [--native generic|hand]
+        [--out FILE.json]
 
 Both sides run the task's nominal model (no domain randomisation) with noise-free observations
 (`strl_jax.deploy`). Prints a markdown table (mean +- std over episodes; the paired difference
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from common import format_table, machine_info
 
-from strl_jax.deploy import METRICS, compare, exported_onnx, load_onnx_policy
+from strl_jax.deploy import METRICS, NATIVE_PATHS, compare, exported_onnx, load_onnx_policy
 from strl_jax.inference import load_policy
 
 RETURN_TOLERANCE = 0.05  # relative to the JAX mean return
@@ -50,13 +51,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument("--episode_length", type=int, default=None, help="steps (default: the run's)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--native", choices=NATIVE_PATHS, default="generic", help="native path (deploy's --native)"
+    )
     parser.add_argument("--out", help="write the per-episode metrics and the machine as JSON")
     args = parser.parse_args(argv)
 
     begin = time.perf_counter()
     loaded = load_policy(args.run)
     policy = load_onnx_policy(exported_onnx(Path(args.run), loaded))
-    result = compare(loaded, policy, args.episodes, args.seed, args.episode_length)
+    result = compare(loaded, policy, args.episodes, args.seed, args.episode_length, native=args.native)
     wall = time.perf_counter() - begin
 
     native_return = statistics.fmean(e["return"] for e in result.native)
@@ -66,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     length = args.episode_length or loaded.cfg.env.episode_length
     print(
         f"{loaded.cfg.env.task}, checkpoint {loaded.step}, {args.episodes} episodes x up to {length} steps, "
-        f"nominal physics, noise-free observations, same starts and commands\n"
+        f"nominal physics, noise-free observations, same starts and commands, {args.native} native path\n"
     )
     print(table(result.native, result.jax))
     print(

@@ -1,12 +1,20 @@
 """`python -m strl_jax.deploy <log_dir>`: sim-to-sim check of an exported policy in native MuJoCo.
 
-The run's ONNX policy (`policy.onnx`, written by `strl_jax.export` if missing) drives the run's
-Playground task in C MuJoCo (`mujoco.MjData`, `mj_step`, onnxruntime; no JAX in the loop), with
-the observation built from `MjData` the way the env builds it (`strl_jax.envs.native_mujoco`),
-and the same episodes run in the JAX env through strl_jax's evaluation loop. Both sides run the
-nominal model (no domain randomisation) and noise-free observations (`noise_config.level=0`);
-the native episodes start from the JAX episodes' initial states and follow their commands, so
-the two columns differ only by the physics engine (MJX vs C MuJoCo) and float32 vs float64.
+The run's ONNX policy (`policy.onnx`, written by `strl_jax.export` if missing, run by
+onnxruntime) drives the run's Playground task on C MuJoCo's physics (`mujoco.MjData`, `mj_step`,
+float64), and the same episodes run in the JAX env through strl_jax's evaluation loop. Two
+native paths (`--native`):
+- `generic` (default): any Playground task (registry or entry point) whose step calls
+  Playground's `mjx_env.step`; C MuJoCo does the physics, the task's own code computes the
+  observation, reward, termination, commands and its `state.info` on the native state
+  (`strl_jax.envs.native_physics`), and the policy observes through the run's groups and
+  components (height scan included). Episodes start from the JAX episodes' initial states, the
+  task draws commands from its own state as in the JAX env.
+- `hand`: Go1JoystickFlatTerrain / Go1JoystickRoughTerrain re-written in numpy
+  (`strl_jax.envs.native_mujoco`), no JAX at all in the loop: a check of the generic path.
+Both sides run the nominal model (no domain randomisation) and noise-free observations (the
+task's observation-noise level set to 0 where its config has one), so the two columns differ
+only by the physics engine (MJX vs C MuJoCo) and float32 vs float64.
 
 Per episode and on average: return (the env's full reward), velocity-tracking RMS errors in the
 base frame (xy linear velocity, yaw rate) against the command in effect, episode length, falls.
@@ -29,15 +37,21 @@ import numpy as np
 
 from strl_jax.checkpoints.orbax_checkpoints import locate
 from strl_jax.envs import native_mujoco as nm
+from strl_jax.envs import native_physics as npx
 from strl_jax.envs.commands import with_command
 from strl_jax.envs.playground_env import flatten
 from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.errors import CheckpointError, ConfigError, ExportError
-from strl_jax.export import export_run
+from strl_jax.export import deployed_layout, export_run
 from strl_jax.inference import load_policy
 from strl_jax.train_loops.evaluation import act_in_env
 
 METRICS = ("return", "lin_vel_rms", "yaw_rate_rms", "length", "fell")
+# The native paths (`--native`): the task's own code on C MuJoCo's physics, or Go1's numpy twin.
+NATIVE_PATHS = ("generic", "hand")
+# Observation-noise levels of Playground tasks' configs (Go1, G1, T1, ...; H1; Op3): deploy sets
+# the ones a task has to 0.
+NOISE_LEVEL_KEYS = ("noise_config.level", "obs_noise.level", "obs_noise")
 
 
 # ---- the exported policy -----------------------------------------------------------------------
@@ -174,30 +188,127 @@ def native_episode(
     return episode_metrics(np.array(rewards), np.array(velocity), np.array(command), fell)
 
 
+# ---- generic native episodes: the task's own code on C MuJoCo's physics ------------------------
+def generic_simulation(
+    loaded: Any, episodes: int, episode_length: int | None, command: Any = None
+) -> npx.NativeSimulation:
+    """The run's env on nominal, noise-free physics (`episodes` envs, holding `command` where
+    given), its physics replaced by C MuJoCo's (`strl_jax.envs.native_physics`)."""
+    env_cfg = nominal_env_config(loaded.cfg.env, episode_length, noise_level_keys(loaded.env.env))
+    env = make_env_from_config(env_cfg, num_envs=episodes)
+    if command is not None:
+        env = with_command(env, command)
+    return npx.native_simulation(env)
+
+
+def first_states(sim: npx.NativeSimulation, seed: int) -> Any:
+    """The initial states `VecEnv.reset(PRNGKey(seed))` draws, the ones `jax_rollout` starts from."""
+    import jax
+
+    state, _ = jax.jit(sim.vec.reset)(jax.random.PRNGKey(seed))
+    return state.brax_state
+
+
+def row(tree: Any, i: int) -> Any:
+    """Env `i`'s part of a batched state."""
+    import jax
+
+    return jax.tree.map(lambda x: x[i], tree)
+
+
+def policy_entries(
+    loaded: Any, components: Sequence[tuple[str, int]], layout: list[tuple[str, int]]
+) -> np.ndarray:
+    """Entries of the policy group the exported model reads, in its input order: all of them, or
+    the measured ones where estimator stages replace some (as `strl_jax.export` lays them out)."""
+    components = [(str(name), int(size)) for name, size in components]
+    size = sum(n for _, n in components)
+    if components == list(layout):
+        return np.arange(size)
+    measured = np.asarray(loaded.actor.model.measured_indices(size))
+    if components and list(deployed_layout(components, {}, measured).components) == list(layout):
+        return measured
+    raise ConfigError(
+        f"the exported policy reads components {layout}, the env's policy group holds {components}; "
+        "re-export the run (python -m strl_jax.export)"
+    )
+
+
+def generic_episode(
+    sim: npx.NativeSimulation,
+    policy: OnnxPolicy,
+    start: Any,
+    entries: np.ndarray,
+    frame: Callable[[Any], None] | None = None,
+) -> dict[str, float]:
+    """One episode on C MuJoCo from the task's initial state `start` until the task ends it or
+    `episode_length` steps; velocities as the env's locomotion probe measures (NaN without one)."""
+    data, state = npx.native_reset(sim, start)
+    hidden = policy.initial_hidden()
+    rewards, velocity, command, fell = [], [], [], False
+    for _ in range(sim.vec.episode_length):
+        obs = npx.policy_observation(sim, state)[entries]
+        action, hidden = policy(obs.astype(np.float32), hidden)
+        command.append(np.asarray(command_in_effect(state.info), np.float64))
+        state, _ = npx.native_step(sim, data, state, action)
+        rewards.append(float(state.reward))
+        velocity.append(nm.base_velocity(data) if sim.vec.probe is not None else np.full(3, np.nan))
+        if frame is not None:
+            frame(data)
+        if float(state.done) > 0:
+            fell = True
+            break
+    return episode_metrics(np.array(rewards), np.array(velocity), np.array(command), fell)
+
+
 # ---- the JAX side --------------------------------------------------------------------------------
-def nominal_env_config(env_cfg: Any, episode_length: int | None = None) -> Any:
-    """The run's env config on nominal physics with noise-free observations."""
-    playground = {**flatten(dict(env_cfg.playground)), "noise_config.level": 0.0}
+def nominal_env_config(
+    env_cfg: Any, episode_length: int | None = None, noise_keys: Sequence[str] = NOISE_LEVEL_KEYS[:1]
+) -> Any:
+    """The run's env config on nominal physics with noise-free observations (`noise_keys`: the
+    task's observation-noise levels, `noise_level_keys`)."""
+    playground = {**flatten(dict(env_cfg.playground)), **dict.fromkeys(noise_keys, 0.0)}
     length = env_cfg.episode_length if episode_length is None else episode_length
     return dataclasses.replace(
         env_cfg, playground=playground, domain_randomization=False, episode_length=length
     )
 
 
+def noise_level_keys(env: Any) -> tuple[str, ...]:
+    """The observation-noise levels (`NOISE_LEVEL_KEYS`) the config of `env`'s Playground task has."""
+    config = getattr(npx.mjx_env_of(env), "_config", None)
+    if config is None or not hasattr(config, "to_dict"):
+        return ()
+    flat = flatten(config.to_dict())
+    return tuple(k for k in NOISE_LEVEL_KEYS if isinstance(flat.get(k), int | float))
+
+
+def command_in_effect(info: Any, batch: tuple[int, ...] = ()) -> Any:
+    """`info["command"][..., :3]` (vx, vy, yaw rate), zeros for a task without a command."""
+    import jax.numpy as jnp
+
+    found = info.get("command") if isinstance(info, dict) else None
+    return jnp.zeros((*batch, 3)) if found is None else jnp.asarray(found)[..., :3]
+
+
 def jax_rollout(env: Any, actor: Any, params: Any, normalizers: Any, key: Any, command: Any = None) -> dict:
     """`episode_length` steps of the deterministic policy in `env` (one episode per env counted):
-    initial states, the command in effect, reward, end flags and base velocity per step."""
+    initial states (`start`: the single env's whole state), the command in effect, reward, end
+    flags and base velocity per step (NaN without the env's locomotion probe)."""
+    import jax.numpy as jnp
+
     if command is not None:
         env = with_command(env, command)
     state, obs = env.reset(key)
+    batch = (env.num_envs,)
 
     def record(env_state, _obs, _action, res):
         return {
-            "command": env_state.brax_state.info["command"],
+            "command": command_in_effect(env_state.brax_state.info, batch),
             "reward": res.reward,
             "terminated": res.terminated,
             "done": res.terminated | res.truncated,
-            "velocity": res.probe["velocity"],
+            "velocity": res.probe.get("velocity", jnp.full((*batch, 3), jnp.nan)),
         }
 
     _, steps = act_in_env(
@@ -209,7 +320,7 @@ def jax_rollout(env: Any, actor: Any, params: Any, normalizers: Any, key: Any, c
         length=env.episode_length,
     )
     data = state.brax_state.data
-    return {"qpos": data.qpos, "qvel": data.qvel, **steps}
+    return {"qpos": data.qpos, "qvel": data.qvel, "start": state.brax_state, **steps}
 
 
 def first_episodes(steps: dict) -> list[dict[str, float]]:
@@ -235,7 +346,8 @@ def jax_episodes(loaded: Any, episodes: int, seed: int, episode_length: int | No
     """The JAX evaluation of the same policy on nominal, noise-free physics (numpy results)."""
     import jax
 
-    env = make_env_from_config(nominal_env_config(loaded.cfg.env, episode_length), num_envs=episodes)
+    env_cfg = nominal_env_config(loaded.cfg.env, episode_length, noise_level_keys(loaded.env.env))
+    env = make_env_from_config(env_cfg, num_envs=episodes)
     actor = loaded.actor
     rollout = jax.jit(lambda p, n, k: jax_rollout(env, actor, p, n, k, command))
     return jax.device_get(rollout(loaded.params, loaded.normalizers, jax.random.PRNGKey(seed)))
@@ -269,8 +381,14 @@ def compare(
     command: Sequence[float] | None = None,
     with_jax: bool = True,
     frame: Callable[[Any], None] | None = None,
+    native: str = "generic",
 ) -> Comparison:
-    """Run the JAX episodes (if asked), then the native ones from the same starts and commands."""
+    """Run the JAX episodes (if asked), then the native ones (`native`: one of `NATIVE_PATHS`)
+    from the same starts and commands."""
+    if native not in NATIVE_PATHS:
+        raise ConfigError(f"unknown native path {native!r}; valid: {list(NATIVE_PATHS)}")
+    if native == "generic":
+        return compare_generic(loaded, policy, episodes, seed, episode_length, command, with_jax, frame)
     task = native_task_of(loaded, episode_length)
     rng = np.random.default_rng(seed)
     fixed = None if command is None else np.asarray(command, np.float64)
@@ -292,6 +410,45 @@ def compare(
     return Comparison(native, jax_metrics, time.perf_counter() - begin, jax_seconds)
 
 
+def compare_generic(
+    loaded: Any,
+    policy: OnnxPolicy,
+    episodes: int,
+    seed: int,
+    episode_length: int | None,
+    command: Sequence[float] | None,
+    with_jax: bool,
+    frame: Callable[[Any], None] | None,
+) -> Comparison:
+    """`compare` on the generic path: the native episodes start from the JAX episodes' initial
+    states (or the same draws without JAX), and the task draws its commands as in the JAX env."""
+    fixed = None if command is None else np.asarray(command, np.float64)
+    sim = generic_simulation(loaded, episodes, episode_length, fixed)
+    entries = policy_entries(loaded, sim.vec.components.get("policy", ()), policy.layout)
+    jax_metrics, jax_seconds = [], 0.0
+    if with_jax:
+        begin = time.perf_counter()
+        steps = jax_episodes(loaded, episodes, seed, episode_length, fixed)
+        jax_seconds = time.perf_counter() - begin
+        jax_metrics, starts = first_episodes(steps), steps["start"]
+    else:
+        starts = first_states(sim, seed)
+    begin = time.perf_counter()
+    native = [
+        generic_episode(sim, policy, row(starts, i), entries, frame if i == 0 else None)
+        for i in range(episodes)
+    ]
+    return Comparison(native, jax_metrics, time.perf_counter() - begin, jax_seconds)
+
+
+def native_model(loaded: Any, native: str) -> tuple[Any, float]:
+    """The MjModel the native episodes simulate and their control step (for video and viewer)."""
+    if native == "hand":
+        task = native_task_of(loaded, None)
+        return task.model, task.dt
+    return npx.mjx_env_of(loaded.env.env).mj_model, float(loaded.env.dt)
+
+
 def format_report(result: Comparison) -> str:
     """Per-episode rows and the means, native beside JAX."""
     head = f"{'episode':>8} " + " ".join(f"{'native ' + k:>20}" for k in METRICS)
@@ -309,13 +466,14 @@ def format_report(result: Comparison) -> str:
 
 
 # ---- viewing ----------------------------------------------------------------------------------------
-def video_recorder(task: nm.NativeTask, size: tuple[int, int] = (240, 320)) -> tuple[Callable, list]:
-    """A frame callback that renders offscreen, and the list it fills (raises without GL)."""
+def video_recorder(model: Any, size: tuple[int, int] = (240, 320)) -> tuple[Callable, list]:
+    """A frame callback that renders `model`'s data offscreen, and the list it fills (raises
+    without GL)."""
     import mujoco
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # GLFW's complaints about a missing display
-        renderer = mujoco.Renderer(task.model, height=size[0], width=size[1])
+        renderer = mujoco.Renderer(model, height=size[0], width=size[1])
     frames: list[np.ndarray] = []
 
     def frame(data: Any) -> None:
@@ -338,8 +496,8 @@ def write_video(frames: list[np.ndarray], path: Path, fps: float) -> None:
     mediapy.write_video(path, frames, fps=fps)
 
 
-def viewer_callback(task: nm.NativeTask) -> Callable:
-    """A frame callback that syncs MuJoCo's passive viewer (needs a display)."""
+def viewer_callback(model: Any, dt: float) -> Callable:
+    """A frame callback that syncs MuJoCo's passive viewer at `dt` per frame (needs a display)."""
     if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY") and sys.platform == "linux":
         raise ConfigError("--viewer needs a display (DISPLAY is not set); use --video FILE.gif instead")
     import mujoco.viewer
@@ -348,9 +506,9 @@ def viewer_callback(task: nm.NativeTask) -> Callable:
 
     def frame(data: Any) -> None:
         if "viewer" not in handle:
-            handle["viewer"] = mujoco.viewer.launch_passive(task.model, data)
+            handle["viewer"] = mujoco.viewer.launch_passive(model, data)
         handle["viewer"].sync()
-        time.sleep(task.dt)
+        time.sleep(dt)
 
     return frame
 
@@ -360,6 +518,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m strl_jax.deploy",
         description="Run a run's exported ONNX policy in native MuJoCo beside the JAX evaluation.",
+    )
+    parser.add_argument(
+        "--native",
+        choices=NATIVE_PATHS,
+        default="generic",
+        help="generic (default): C MuJoCo's physics under the task's own observation, reward and "
+        "commands, any Playground task whose step calls mjx_env.step; hand: the numpy twin of the "
+        "Go1 joystick tasks (a check of the generic path)",
     )
     parser.add_argument("log_dir", help="run folder (or checkpoints folder, or one checkpoint step folder)")
     parser.add_argument("--checkpoint", type=int, metavar="N", help="checkpoint step (default: newest)")
@@ -395,15 +561,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         loaded = load_policy(args.log_dir, args.checkpoint)
-        nm.require_supported(loaded.cfg.env.task)
+        if args.native == "hand":
+            nm.require_supported(loaded.cfg.env.task)
         policy = load_onnx_policy(exported_onnx(Path(args.log_dir), loaded, args.checkpoint))
-        task = native_task_of(loaded, args.episode_length)
+        model, dt = native_model(loaded, args.native)
         frame, frames = None, None
         if args.viewer:
-            frame = viewer_callback(task)
+            frame = viewer_callback(model, dt)
         elif args.video:
             try:
-                frame, frames = video_recorder(task)
+                frame, frames = video_recorder(model)
             except Exception as err:  # noqa: BLE001 - mujoco raises several kinds when no GL backend exists
                 reason = type(err).__name__
                 print(f"video skipped, MuJoCo cannot render here ({reason}); try MUJOCO_GL=egl or osmesa")
@@ -416,18 +583,20 @@ def main(argv: list[str] | None = None) -> int:
             args.command,
             not args.no_jax,
             frame,
+            args.native,
         )
     except (CheckpointError, ConfigError, ExportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(
         f"{loaded.cfg.env.task}, checkpoint {loaded.step}, {args.episodes} episodes, nominal physics, "
-        f"noise-free observations (native {result.native_seconds:.1f} s, JAX {result.jax_seconds:.1f} s)"
+        f"noise-free observations, {args.native} native path "
+        f"(native {result.native_seconds:.1f} s, JAX {result.jax_seconds:.1f} s)"
     )
     print(format_report(result))
     if frames:
         try:
-            write_video(frames, Path(args.video), 1.0 / task.dt)
+            write_video(frames, Path(args.video), 1.0 / dt)
             print(f"video: {args.video}")
         except Exception as err:  # noqa: BLE001 - a missing encoder is reported, not raised
             print(f"video not written ({type(err).__name__}: {str(err)[:100]}); a .gif needs only PIL")

@@ -1,0 +1,278 @@
+"""C MuJoCo physics under a Playground task's own code: sim-to-sim for any MjxEnv.
+
+Every Playground 0.2.0 locomotion task steps its physics through one function,
+`mujoco_playground._src.mjx_env.step(model, data, ctrl, n_substeps)` (`data.ctrl = ctrl`, then
+`n_substeps` times `mjx.step`). Replacing that module attribute while the task's `step` is traced
+lets the task compute everything else (motor targets, pushes, observation, reward, termination,
+commands and the rest of `state.info`) with its own code, while C MuJoCo (`mujoco.mj_step` on a
+`mujoco.MjData` in float64) does the physics. One control step is three phases:
+
+1. `plan`: the task's `step` with the physics replaced by "record the call, return the data
+   unchanged" gives the ctrl it asks for and the physics inputs it changed before the call
+   (a push on `qvel`, a force in `xfrc_applied`, ...);
+2. C MuJoCo applies those changes to the native data and runs `mj_step` `n_substeps` times with
+   that ctrl;
+3. `finish`: the task's `step` again, the physics replaced by "return the native data", converted
+   with `mujoco.mjx.put_data` (MJX's JAX implementation; contacts and constraint rows padded to
+   MJX's fixed layout). After `mj_step`, as after `mjx.step` (= `forward`, then integrate), the
+   kinematics and sensors date from before the last integration, so the task reads the native
+   state exactly where it reads its own.
+
+Both phases start from the same state, and the task draws its noise and commands from
+`state.info["rng"]`, so they draw the same. Two jitted phases around a host step, rather than a
+`jax.pure_callback` inside one: the native data is host state that persists in float64 between
+steps (positions, velocities, warm start), which a pure callback cannot hold. Neither phase
+contains any physics, so both compile quickly.
+
+A reset runs the task's own `reset`, sets the native data to its positions, velocities and
+controls (`mj_forward`) and puts the native data into the state; the reset's observation is the
+task's, computed from the same positions by MJX's `forward`. The model is the env's own nominal
+`mj_model` (Playground's domain randomiser only changes MJX copies of it); a `VecEnv` with
+per-env physics is refused. A task whose step does not call `mjx_env.step` is refused by name.
+
+References: MuJoCo's simulation pipeline (`mj_step` = `mj_forward` + integration) and MJX's
+`put_data` (https://mujoco.readthedocs.io/en/stable/mjx.html); Playground's `mjx_env.step`
+(https://github.com/google-deepmind/mujoco_playground, `mujoco_playground/_src/mjx_env.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from strl_jax.envs.vec_env import VecEnv, cast_like
+from strl_jax.errors import ConfigError
+
+# Physics inputs a task may change on `state.data` before it calls the physics (pushes, applied
+# forces, mocap targets); the changed entries are copied into the native data.
+INPUT_FIELDS = ("qpos", "qvel", "act", "qfrc_applied", "xfrc_applied", "mocap_pos", "mocap_quat")
+# What a reset copies from the task's initial data into the native data before `mj_forward`.
+RESET_FIELDS = (*INPUT_FIELDS, "ctrl", "qacc_warmstart")
+NATIVE_IMPL = "jax"  # the MJX implementation whose data `put_data` builds from an MjData
+
+
+@dataclasses.dataclass(frozen=True)
+class PhysicsCall:
+    """One call of `mjx_env.step` as the task made it (traced values)."""
+
+    data: Any  # the mjx.Data the task passed in
+    ctrl: jax.Array
+    n_substeps: Any
+
+
+@contextlib.contextmanager
+def physics_replaced(result: Callable[[PhysicsCall], Any]) -> Iterator[list[PhysicsCall]]:
+    """Inside the context, `mjx_env.step` records its call and returns `result(call)`."""
+    from mujoco_playground._src import mjx_env  # noqa: PLC0415 - optional dependency
+
+    calls: list[PhysicsCall] = []
+    original = mjx_env.step
+
+    def replaced(model: Any, data: Any, action: jax.Array, n_substeps: Any = 1) -> Any:
+        del model  # the nominal model: C MuJoCo simulates the env's own mj_model
+        call = PhysicsCall(data=data, ctrl=action, n_substeps=n_substeps)
+        calls.append(call)
+        return result(call)
+
+    mjx_env.step = replaced
+    try:
+        yield calls
+    finally:
+        mjx_env.step = original
+
+
+def mjx_env_of(env: Any) -> Any:
+    """The Playground `MjxEnv` inside `env`'s wrappers (each keeps the wrapped env as `.env`)."""
+    from mujoco_playground._src import mjx_env  # noqa: PLC0415 - optional dependency
+
+    seen = env
+    for _ in range(16):
+        if isinstance(seen, mjx_env.MjxEnv):
+            return seen
+        seen = getattr(seen, "env", None)
+        if seen is None:
+            break
+    raise ConfigError(
+        f"native MuJoCo simulation needs a MuJoCo Playground env (mjx_env.MjxEnv), got {type(env).__name__}"
+    )
+
+
+# ---- the two traced phases ----------------------------------------------------------------------
+def only_call(task: str, calls: list[PhysicsCall]) -> PhysicsCall:
+    """The one physics call of a step; none or several are refused by name."""
+    if len(calls) == 1:
+        return calls[0]
+    if not calls:
+        raise ConfigError(
+            f"task {task!r}: its step never calls mujoco_playground's mjx_env.step(model, data, ctrl, "
+            "n_substeps), so its physics cannot be replaced by C MuJoCo; native simulation supports "
+            "tasks whose step does (Playground's locomotion tasks: Go1JoystickFlatTerrain, "
+            "BerkeleyHumanoidJoystickFlatTerrain, G1JoystickFlatTerrain, ...)"
+        )
+    raise ConfigError(
+        f"task {task!r}: its step calls mjx_env.step {len(calls)} times; native simulation replaces "
+        "exactly one physics call per control step"
+    )
+
+
+def physics_call(env: Any, task: str, state: Any, action: jax.Array) -> PhysicsCall:
+    """The physics call of the task's step, traced with the physics left out (data unchanged)."""
+    with physics_replaced(lambda call: call.data) as calls:
+        env.step(state, action)
+    return only_call(task, calls)
+
+
+def plan_step(env: Any, task: str, state: Any, action: jax.Array) -> tuple[jax.Array, dict]:
+    """Phase 1: the ctrl the task's step asks for, and per physics input field
+    `(changed entries, their new values)` of what it set on the data before the physics."""
+    call = physics_call(env, task, state, action)
+    inputs = {}
+    for name in INPUT_FIELDS:
+        new, old = getattr(call.data, name), getattr(state.data, name)
+        inputs[name] = (new != old, new)
+    return jnp.asarray(call.ctrl), inputs
+
+
+def finish_step(env: Any, task: str, state: Any, action: jax.Array, data: Any) -> Any:
+    """Phase 3: the task's step with the physics ending in `data` (the native result)."""
+    data = cast_like(data, state.data)
+    with physics_replaced(lambda _call: data) as calls:
+        nxt = env.step(state, action)
+    only_call(task, calls)
+    return nxt
+
+
+def adopt_data(state: Any, data: Any) -> Any:
+    """`state` with its physics replaced by `data` (cast to the state's dtypes)."""
+    return state.replace(data=cast_like(data, state.data))
+
+
+# ---- the simulation --------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class NativeSimulation:
+    """A VecEnv's single env stepped by C MuJoCo: its jitted phases and the native model."""
+
+    vec: VecEnv
+    task: str
+    model: Any  # mujoco.MjModel: the env's nominal model
+    n_substeps: int
+    plan: Callable[[Any, jax.Array], tuple[jax.Array, dict]]
+    finish: Callable[[Any, jax.Array, Any], Any]
+    adopt: Callable[[Any, Any], Any]
+    observe: Callable[[Any], dict[str, jax.Array]]
+
+
+def native_simulation(vec: VecEnv) -> NativeSimulation:
+    """Check that `vec`'s task can run on C MuJoCo and trace its phases once.
+
+    `vec` must simulate nominal physics (no per-env randomised model) with MJX's JAX
+    implementation (the layout `put_data` converts to); its single env may be wrapped (held
+    command, depth camera): the wrappers run in both phases.
+    """
+    task = vec.task or type(vec.env).__name__
+    if vec.physics is not None:
+        raise ConfigError(
+            f"task {task!r}: native simulation runs the nominal model; build the env with "
+            "env.domain_randomization=false"
+        )
+    base = mjx_env_of(vec.env)
+    impl = getattr(getattr(base.mjx_model, "impl", None), "value", NATIVE_IMPL)
+    if impl != NATIVE_IMPL:
+        raise ConfigError(
+            f"task {task!r} runs MJX impl={impl!r}; native simulation converts C MuJoCo's data to MJX's "
+            f"{NATIVE_IMPL!r} layout; valid: env.playground.impl={NATIVE_IMPL}"
+        )
+    env = vec.env
+    abstract = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
+    action = jax.ShapeDtypeStruct((vec.action_size,), jnp.float32)
+    found: list[PhysicsCall] = []
+    jax.eval_shape(lambda s, a: found.append(physics_call(env, task, s, a)), abstract, action)
+    n_substeps = found[0].n_substeps
+    if isinstance(n_substeps, bool) or not isinstance(n_substeps, int | np.integer):
+        raise ConfigError(
+            f"task {task!r} passes a traced n_substeps to mjx_env.step; native simulation needs a "
+            "Python int (the number of mj_step calls per control step)"
+        )
+    return NativeSimulation(
+        vec=vec,
+        task=task,
+        model=base.mj_model,
+        n_substeps=int(n_substeps),
+        plan=jax.jit(lambda s, a: plan_step(env, task, s, a)),
+        finish=jax.jit(lambda s, a, d: finish_step(env, task, s, a, d)),
+        adopt=jax.jit(adopt_data),
+        observe=jax.jit(vec.observe),
+    )
+
+
+def to_mjx(sim: NativeSimulation, data: Any) -> Any:
+    """The native data as MJX data (`mujoco.mjx.put_data`, MJX's JAX implementation)."""
+    from mujoco import mjx  # noqa: PLC0415 - heavy import, only where simulated
+
+    try:
+        return mjx.put_data(sim.model, data, impl=NATIVE_IMPL)
+    except ValueError as err:  # more contacts or constraints than MJX's fixed layout holds
+        raise ConfigError(f"task {sim.task!r}: C MuJoCo's state does not fit MJX's layout: {err}") from None
+
+
+def native_reset(sim: NativeSimulation, state: Any) -> tuple[Any, Any]:
+    """`(native data, state)` from one initial state of the task (`env.reset`, one env): the
+    native data at its positions, velocities and controls, forward-computed, and the state with
+    that data in place of its own."""
+    data = mujoco.MjData(sim.model)
+    for name in RESET_FIELDS:
+        value = np.asarray(getattr(state.data, name), np.float64)
+        getattr(data, name)[:] = value.reshape(getattr(data, name).shape)
+    data.time = float(state.data.time)
+    mujoco.mj_forward(sim.model, data)
+    return data, sim.adopt(state, to_mjx(sim, data))
+
+
+def apply_inputs(data: Any, inputs: dict) -> None:
+    """Copy the physics inputs the task changed (`plan_step`) into the native data."""
+    for name, (changed, value) in inputs.items():
+        if np.any(changed):
+            target = getattr(data, name)
+            mask = np.asarray(changed).reshape(target.shape)
+            target[mask] = np.asarray(value, np.float64).reshape(target.shape)[mask]
+
+
+def control_step(sim: NativeSimulation, data: Any, state: Any, action: np.ndarray) -> tuple[Any, np.ndarray]:
+    """One control step of the task on C MuJoCo (`data` changes in place): `(state', ctrl)`."""
+    action = jnp.asarray(action, jnp.float32)
+    ctrl, inputs = jax.device_get(sim.plan(state, action))
+    apply_inputs(data, inputs)
+    data.ctrl[:] = np.asarray(ctrl, np.float64)
+    for _ in range(sim.n_substeps):
+        mujoco.mj_step(sim.model, data)
+    return sim.finish(state, action, to_mjx(sim, data)), np.asarray(ctrl)
+
+
+def native_step(sim: NativeSimulation, data: Any, state: Any, action: np.ndarray) -> tuple[Any, np.ndarray]:
+    """One VecEnv step on C MuJoCo: the action clipped to `clip_actions`, held for
+    `action_repeat` control steps (rewards summed, done if any was), as `VecEnv.step` does."""
+    action = np.asarray(action, np.float32)
+    if sim.vec.clip_actions is not None:
+        action = np.clip(action, -sim.vec.clip_actions, sim.vec.clip_actions)
+    reward, done, ctrl = 0.0, 0.0, np.zeros(0)
+    for _ in range(sim.vec.action_repeat):
+        state, ctrl = control_step(sim, data, state, action)
+        reward += float(state.reward)
+        done = max(done, float(state.done))
+    if sim.vec.action_repeat > 1:
+        state = state.replace(
+            reward=jnp.asarray(reward, state.reward.dtype), done=jnp.asarray(done, state.done.dtype)
+        )
+    return state, ctrl
+
+
+def policy_observation(sim: NativeSimulation, state: Any, group: str = "policy") -> np.ndarray:
+    """The group the VecEnv's `observe` builds from the state (components, height scan, ...)."""
+    return np.asarray(sim.observe(state)[group])

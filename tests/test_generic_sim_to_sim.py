@@ -1,0 +1,232 @@
+"""Sim-to-sim on the generic path (`strl_jax.envs.native_physics`): C MuJoCo's physics under a
+Playground task's own code. On a quadruped (Go1) and a humanoid (T1): the task observes a native
+state as it observes the same state in MJX, and one control step lands where the JAX env's step
+lands; on Go1 the generic path agrees with the hand-written numpy twin (`native_mujoco`); a task
+whose step has no `mjx_env.step` is refused; `strl_jax.deploy` runs a trained humanoid end to end.
+
+T1 is the humanoid: on BerkeleyHumanoid and G1 MJX and C MuJoCo already differ within one
+physics step (MJX makes one contact per box foot where C MuJoCo makes four), T1's feet agree."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+from extras import require_playground
+
+require_playground()
+
+from mujoco_playground._src import mjx_env  # noqa: E402
+from test_deploy import QPOS_TOL, QVEL_TOL  # noqa: E402
+
+from strl_jax.configs.loader import resolve_config  # noqa: E402
+from strl_jax.deploy import main as deploy_main  # noqa: E402
+from strl_jax.deploy import nominal_env_config  # noqa: E402
+from strl_jax.envs import native_mujoco as nm  # noqa: E402
+from strl_jax.envs import native_physics as npx  # noqa: E402
+from strl_jax.envs.tasks import make_env_from_config  # noqa: E402
+from strl_jax.errors import ConfigError  # noqa: E402
+from strl_jax.train import main as train_main  # noqa: E402
+
+QUADRUPED, HUMANOID = "Go1JoystickFlatTerrain", "T1JoystickFlatTerrain"
+TINY_NET = ["policy.actor_hidden_dims=[8]", "policy.critic_hidden_dims=[8]"]
+OBS_TOL = 1e-4  # the same physical state observed through C MuJoCo's and MJX's data (seen: 4e-7)
+STEPS = 3
+
+
+def robot(task: str) -> SimpleNamespace:
+    """The nominal, noise-free env, its native simulation, its jitted single-env step, and a state
+    after a few random actions."""
+    cfg = resolve_config(task, overrides=TINY_NET)
+    env_cfg = nominal_env_config(cfg.env, episode_length=50)
+    env = make_env_from_config(env_cfg, num_envs=1)
+    step = jax.jit(env.env.step)
+    state = jax.jit(env.env.reset)(jax.random.PRNGKey(3))
+    rng = np.random.default_rng(0)
+    for _ in range(STEPS):
+        state = step(state, jnp.asarray(rng.uniform(-0.5, 0.5, env.action_size), jnp.float32))
+    return SimpleNamespace(
+        task=task, cfg=env_cfg, env=env, sim=npx.native_simulation(env), step=step, state=state, rng=rng
+    )
+
+
+@pytest.fixture(scope="module")
+def go1():
+    return robot(QUADRUPED)
+
+
+@pytest.fixture(scope="module")
+def t1():
+    return robot(HUMANOID)
+
+
+def actions(r: SimpleNamespace, count: int) -> list[np.ndarray]:
+    return [r.rng.uniform(-0.5, 0.5, r.env.action_size) for _ in range(count)]
+
+
+def forward_data(r: SimpleNamespace) -> tuple:
+    """The state's positions and velocities forward-computed by MJX and by C MuJoCo (as MJX data)."""
+    from mujoco import mjx
+
+    playground = npx.mjx_env_of(r.env.env)
+    mjx_data = jax.jit(mjx.forward)(playground.mjx_model, r.state.data)
+    native = mujoco.MjData(r.sim.model)
+    for name in npx.RESET_FIELDS:
+        getattr(native, name)[:] = np.asarray(getattr(r.state.data, name))
+    mujoco.mj_forward(r.sim.model, native)
+    return mjx_data, npx.to_mjx(r.sim, native)
+
+
+@pytest.mark.parametrize("name", ["go1", "t1"])
+def test_the_task_observes_a_native_state_as_the_same_mjx_state(name, request):
+    """The task's step ending in C MuJoCo's data of a state and in MJX's data of the same state:
+    the same observation (every group) and the same reward terms."""
+    r = request.getfixturevalue(name)
+    mjx_data, native_data = forward_data(r)
+    action = jnp.asarray(actions(r, 1)[0], jnp.float32)
+    via_mjx = r.sim.finish(r.state, action, mjx_data)
+    via_c = r.sim.finish(r.state, action, native_data)
+    np.testing.assert_allclose(
+        npx.policy_observation(r.sim, via_c), npx.policy_observation(r.sim, via_mjx), atol=OBS_TOL
+    )
+    assert float(via_c.reward) == pytest.approx(float(via_mjx.reward), rel=1e-4, abs=1e-6)
+    for key, value in via_mjx.metrics.items():
+        if key.startswith("reward/"):
+            assert float(via_c.metrics[key]) == pytest.approx(float(value), rel=1e-3, abs=1e-5), key
+
+
+@pytest.mark.parametrize("name", ["go1", "t1"])
+def test_one_control_step_lands_where_the_jax_step_lands(name, request):
+    """From the JAX env's state, one native control step and one JAX step with the same action:
+    the same motor targets and bookkeeping, the next state within MJX-vs-C tolerances
+    (tests/test_deploy.py), the observation and reward accordingly."""
+    r = request.getfixturevalue(name)
+    state = r.state
+    for action in actions(r, STEPS):
+        data, native_state = npx.native_reset(r.sim, state)
+        native_state, ctrl = npx.native_step(r.sim, data, native_state, action)
+        state = r.step(state, jnp.asarray(action, jnp.float32))
+        np.testing.assert_allclose(ctrl, np.asarray(state.data.ctrl), atol=1e-6)
+        np.testing.assert_allclose(data.qpos, np.asarray(state.data.qpos), atol=QPOS_TOL)
+        np.testing.assert_allclose(data.qvel, np.asarray(state.data.qvel), atol=QVEL_TOL)
+        np.testing.assert_allclose(
+            npx.policy_observation(r.sim, native_state),
+            np.asarray(r.sim.observe(state)["policy"]),
+            atol=QVEL_TOL,
+        )
+        assert float(native_state.done) == float(state.done)
+        assert float(native_state.reward) == pytest.approx(float(state.reward), rel=0.05, abs=0.02)
+        for key in ("rng", "command", "last_act"):
+            np.testing.assert_array_equal(np.asarray(native_state.info[key]), np.asarray(state.info[key]))
+
+
+def hand_bookkeeping(state) -> nm.Bookkeeping:
+    info = {k: np.asarray(v) for k, v in state.info.items()}
+    return nm.Bookkeeping(
+        command=info["command"].astype(np.float64),
+        last_act=info["last_act"].astype(np.float64),
+        last_last_act=info["last_last_act"].astype(np.float64),
+        feet_air_time=info["feet_air_time"].astype(np.float64),
+        last_contact=info["last_contact"],
+        swing_peak=info["swing_peak"].astype(np.float64),
+    )
+
+
+def test_the_generic_path_agrees_with_the_hand_written_go1(go1):
+    """Both native paths from the same state with the same actions: the same motor targets and
+    trajectory; for the same native state the same observation (to 1e-4) and reward terms."""
+    task = nm.native_task(
+        npx.mjx_env_of(go1.env.env), QUADRUPED, go1.cfg.episode_length, go1.cfg.clip_actions
+    )
+    layout = list(go1.env.components["policy"])
+    generic_data, state = npx.native_reset(go1.sim, go1.state)
+    hand_data = nm.reset_data(task, np.asarray(go1.state.data.qpos), np.asarray(go1.state.data.qvel))
+    hand_data.ctrl[:] = np.asarray(go1.state.data.ctrl)
+    hand_data.qacc_warmstart[:] = np.asarray(go1.state.data.qacc_warmstart)
+    book = hand_bookkeeping(go1.state)
+    for action in actions(go1, 5):
+        before = state
+        state, ctrl = npx.native_step(go1.sim, generic_data, state, action)
+        out = nm.step(task, hand_data, book, action)
+        np.testing.assert_allclose(ctrl, hand_data.ctrl, atol=1e-6)
+        np.testing.assert_allclose(generic_data.qpos, hand_data.qpos, atol=1e-5)
+        np.testing.assert_allclose(generic_data.qvel, hand_data.qvel, atol=1e-3)
+        same = go1.sim.finish(before, jnp.asarray(action, jnp.float32), npx.to_mjx(go1.sim, hand_data))
+        np.testing.assert_allclose(
+            npx.policy_observation(go1.sim, same), nm.assemble(out.obs, layout), atol=OBS_TOL
+        )
+        assert float(same.reward) == pytest.approx(out.reward, rel=1e-4, abs=1e-6)
+        for name, value in out.terms.items():
+            assert float(same.metrics[f"reward/{name}"]) == pytest.approx(value, rel=1e-3, abs=1e-5), name
+        assert float(state.reward) == pytest.approx(out.reward, rel=1e-3, abs=1e-5)
+        assert bool(state.done) == out.fell
+        book.command = np.asarray(state.info["command"], np.float64)  # the task's own draws
+
+
+def test_only_the_inputs_a_task_changed_reach_the_native_data(go1):
+    """A push the task adds to `qvel` replaces those entries natively; the rest stay float64."""
+    data = mujoco.MjData(go1.sim.model)
+    data.qvel[:] = np.linspace(0.1, 0.9, data.qvel.size)
+    before = data.qvel.copy()
+    changed = np.zeros(data.qvel.size, bool)
+    changed[:2] = True
+    value = np.asarray(before + 1.0, np.float32)
+    npx.apply_inputs(
+        data, {"qvel": (changed, value), "xfrc_applied": (np.zeros((data.xfrc_applied.shape), bool), 0)}
+    )
+    np.testing.assert_array_equal(data.qvel[:2], value[:2].astype(np.float64))
+    np.testing.assert_array_equal(data.qvel[2:], before[2:])
+    assert not data.xfrc_applied.any()
+
+
+class FrozenEnv(mjx_env.MjxEnv):
+    """A Playground env whose step leaves the physics alone (no `mjx_env.step`)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def reset(self, rng):
+        return self.inner.reset(rng)
+
+    def step(self, state, action):
+        return state.replace(reward=jnp.sum(action) * 0.0)
+
+    xml_path = property(lambda self: self.inner.xml_path)
+    action_size = property(lambda self: self.inner.action_size)
+    mj_model = property(lambda self: self.inner.mj_model)
+    mjx_model = property(lambda self: self.inner.mjx_model)
+
+
+def test_a_task_without_a_physics_call_is_refused_by_name(go1):
+    frozen = go1.env.replace(env=FrozenEnv(npx.mjx_env_of(go1.env.env)), task="FrozenGo1")
+    with pytest.raises(ConfigError, match=r"task 'FrozenGo1': its step never calls .*mjx_env\.step"):
+        npx.native_simulation(frozen)
+    with pytest.raises(ConfigError, match="domain_randomization=false"):
+        npx.native_simulation(go1.env.replace(physics=object()))
+
+
+def test_deploy_runs_a_trained_humanoid_on_the_generic_path(tmp_path, capsys):
+    """A tiny T1 run trained one iteration, exported by deploy, run for a few steps in C MuJoCo
+    and in the JAX env from the same states: the same lengths, returns close."""
+    run = tmp_path / "t1"
+    argv = ["--task", HUMANOID, "--num_envs", "2", "--max_iterations", "1", "--log_dir", str(run), "--quiet"]
+    overrides = ["runner.num_steps_per_env=4", "algorithm.num_mini_batches=1", "runner.eval_interval=0"]
+    assert train_main([*argv, *TINY_NET, *overrides]) == 0
+    metrics = tmp_path / "m.json"
+    assert deploy_main([str(run), "--episodes", "1", "--episode_length", "6", "--json", str(metrics)]) == 0
+    out = capsys.readouterr().out
+    assert "generic native path" in out and "native return" in out and "jax return" in out
+    assert (run / "exported" / "policy.onnx").exists()
+    found = json.loads(metrics.read_text())
+    (native,), (jax_side,) = found["native"], found["jax"]
+    assert native["length"] == jax_side["length"] and native["fell"] == jax_side["fell"]
+    assert native["return"] == pytest.approx(jax_side["return"], rel=0.05, abs=1e-3)
+    for key in ("lin_vel_rms", "yaw_rate_rms"):
+        assert native[key] == pytest.approx(jax_side[key], rel=0.05, abs=0.02), key
+    assert deploy_main([str(run), "--episodes", "1", "--native", "hand"]) == 2
+    assert "Go1JoystickFlatTerrain" in capsys.readouterr().err
