@@ -26,6 +26,7 @@ if str(ROOT) not in sys.path:  # the entry points name `tests.user_envs.*` from 
     sys.path.insert(0, str(ROOT))
 
 from strl_jax.configs.loader import config_from_dict, resolve_config  # noqa: E402
+from strl_jax.deploy import main as deploy_main  # noqa: E402
 from strl_jax.envs import entry_points, playground_env, symmetry  # noqa: E402
 from strl_jax.envs.entry_points import register_env, task_dir_name, user_env  # noqa: E402
 from strl_jax.envs.tasks import make_env_from_config  # noqa: E402
@@ -129,6 +130,20 @@ def test_export_and_play(runs, tmp_path, capsys):
     assert f"{task}, checkpoint 4, 2 deterministic episodes" in out
     page = "episode.html" if "pendulum" in task else "episode.npz"
     assert (tmp_path / "play" / page).is_file()
+
+
+def test_deploy_runs_an_mjx_entry_point_in_c_mujoco_and_names_why_not_a_brax_one(runs, tmp_path, capsys):
+    task, full, _ = runs
+    argv = [str(full), "--episodes", "1", "--episode_length", "5", "--json", str(tmp_path / "m.json")]
+    if "pendulum" in task:  # Brax physics has no C MuJoCo twin
+        assert deploy_main(argv) == 2
+        assert "has no C MuJoCo twin" in capsys.readouterr().err
+        return
+    assert deploy_main(argv) == 0
+    found = json.loads((tmp_path / "m.json").read_text())
+    (native,), (jax_side,) = found["native"], found["jax"]
+    assert native["length"] == jax_side["length"] == 5
+    assert native["return"] == pytest.approx(jax_side["return"], rel=0.05, abs=1e-3)
 
 
 def test_run_folders_are_named_after_the_entry_point():

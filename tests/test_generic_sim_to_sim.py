@@ -184,6 +184,46 @@ def test_only_the_inputs_a_task_changed_reach_the_native_data(go1):
     assert not data.xfrc_applied.any()
 
 
+BOXES_ON_TERRAIN = """<mujoco><asset><hfield name="h" nrow="9" ncol="9" size="1 1 .1 .1"/></asset>
+<worldbody><geom type="hfield" hfield="h"/>
+<body pos="0 0 .08" euler="3 2 0"><freejoint/><geom type="box" size=".3 .2 .1"/></body>
+<body pos=".6 .6 .08" euler="0 4 0"><freejoint/><geom type="box" size=".3 .2 .1"/></body>
+</worldbody></mujoco>"""
+
+
+def test_contacts_beyond_mjx_layout_convert_with_the_deepest_per_pair():
+    """Two boxes sunk into rough terrain: C MuJoCo makes more contacts per box than MJX's layout
+    holds (4 per box-heightfield pair), so the plain `put_data` refuses; the conversion keeps the
+    4 deepest per pair, each with its own constraint rows."""
+    from mujoco import mjx  # noqa: PLC0415 - heavy import
+
+    model = mujoco.MjModel.from_xml_string(BOXES_ON_TERRAIN)
+    model.hfield_data[:] = np.random.default_rng(0).uniform(0, 1, model.hfield_data.size)
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    per_pair, _ = npx.mjx_contact_room(model)
+    assert per_pair[(0, 1)] == per_pair[(0, 2)] == 4 and data.ncon > 12
+    with pytest.raises(ValueError, match="too high"):
+        mjx.put_data(model, data, impl=npx.NATIVE_IMPL)
+
+    converted = npx.to_mjx(SimpleNamespace(model=model, task="boxes"), data)
+    fitted = npx.fit_contacts(model, data)
+    assert data.ncon > 12 and fitted.ncon == 8  # the native data is left as it was
+    dist = np.asarray(converted._impl.contact.dist)
+    geom = np.asarray(converted._impl.contact.geom)
+    for box in (1, 2):
+        deepest = np.sort(data.contact.dist[data.contact.geom[:, 1] == box])[:4]
+        np.testing.assert_allclose(np.sort(dist[(geom[:, 1] == box) & (dist < 1)]), deepest, rtol=1e-6)
+    rows = 4  # pyramidal cone, condim 3
+    for new, old in enumerate(npx.kept_contacts(model, data)):
+        a, b = fitted.contact.efc_address[new], data.contact.efc_address[old]
+        np.testing.assert_array_equal(fitted.efc_pos[a : a + rows], data.efc_pos[b : b + rows])
+        np.testing.assert_array_equal(fitted.efc_force[a : a + rows], data.efc_force[b : b + rows])
+        jac = slice(a * model.nv, (a + rows) * model.nv), slice(b * model.nv, (b + rows) * model.nv)
+        np.testing.assert_array_equal(fitted.efc_J[jac[0]], data.efc_J[jac[1]])
+        assert (fitted.efc_id[a : a + rows] == new).all()
+
+
 class FrozenEnv(mjx_env.MjxEnv):
     """A Playground env whose step leaves the physics alone (no `mjx_env.step`)."""
 

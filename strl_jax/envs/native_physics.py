@@ -24,6 +24,17 @@ Both phases start from the same state, and the task draws its noise and commands
 steps (positions, velocities, warm start), which a pure callback cannot hold. Neither phase
 contains any physics, so both compile quickly.
 
+C MuJoCo may create more contacts than MJX's fixed layout holds: on a heightfield its box-terrain
+collision returns many contacts per foot, while MJX's collision keeps a fixed number per geom
+pair (`ncon` of the pair's collision function, 4 for a box on a heightfield) and `put_data`
+refuses a state with more. Only when the plain conversion is refused, it converts a copy of the
+native data whose contact list keeps, per geom pair, the deepest contacts (smallest `dist`) up to
+that pair's room in MJX's layout (then, per condim, up to the layout's slots of that condim), with
+their constraint rows. A task that reads `data.contact` (e.g. Playground's `geoms_colliding`) thus
+sees the deepest contacts per pair, as under MJX's own collision; the physics stays C MuJoCo's,
+whose `mj_step` used every contact, and contact sensors (`sensordata`) are C MuJoCo's. States
+that fit convert unchanged.
+
 A reset runs the task's own `reset`, sets the native data to its positions, velocities and
 controls (`mj_forward`) and puts the native data into the state; the reset's observation is the
 task's, computed from the same positions by MJX's `forward`. The model is the env's own nominal
@@ -38,6 +49,7 @@ References: MuJoCo's simulation pipeline (`mj_step` = `mj_forward` + integration
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -100,7 +112,10 @@ def mjx_env_of(env: Any) -> Any:
         if seen is None:
             break
     raise ConfigError(
-        f"native MuJoCo simulation needs a MuJoCo Playground env (mjx_env.MjxEnv), got {type(env).__name__}"
+        f"native MuJoCo simulation needs an MJX env (mujoco_playground's mjx_env.MjxEnv: Playground tasks "
+        f"or an env of one's own), got {type(env).__name__}; a Brax env's physics (its generalized, "
+        f"positional or spring pipeline, or brax.mjx) has no C MuJoCo twin here: deploy its exported "
+        f"policy (python -m strl_jax.export) on its own simulator"
     )
 
 
@@ -212,13 +227,108 @@ def native_simulation(vec: VecEnv) -> NativeSimulation:
     )
 
 
+def mjx_contact_room(model: Any) -> tuple[dict[tuple[int, int], int], dict[int, int]]:
+    """MJX's contact layout for `model` (the layout `put_data` fills): `(contacts per geom pair,
+    keyed by the sorted geom ids; contact slots per condim)`."""
+    from mujoco.mjx._src import collision_driver  # noqa: PLC0415 - heavy import, only where simulated
+
+    per_pair = {}
+    for key, pairs in collision_driver._geom_groups(model).items():  # noqa: SLF001 - MJX's pair grouping
+        if key.types[1] == mujoco.mjtGeom.mjGEOM_SDF:
+            room = int(model.opt.sdf_initpoints)
+        else:
+            room = int(collision_driver._COLLISION_FUNC[key.types].ncon)  # noqa: SLF001
+        for g1, g2, _ in pairs:
+            per_pair[(min(g1, g2), max(g1, g2))] = room
+    dims, slots = np.unique(collision_driver.make_condim(model), return_counts=True)
+    return per_pair, {int(dim): int(n) for dim, n in zip(dims, slots, strict=True)}
+
+
+def kept_contacts(model: Any, data: Any) -> np.ndarray:
+    """Indices (ascending) of the native contacts that fit MJX's layout: per geom pair the deepest
+    (smallest `dist`) up to the pair's room, then per condim the deepest up to its slots."""
+    per_pair, per_dim = mjx_contact_room(model)
+    contacts = data.contact
+    used: dict[tuple, int] = {}
+    kept = []
+    for i in np.argsort(contacts.dist, kind="stable"):
+        pair, dim = tuple(sorted(int(g) for g in contacts.geom[i])), int(contacts.dim[i])
+        room = {("pair", pair): per_pair.get(pair, data.ncon), ("dim", dim): per_dim.get(dim, 0)}
+        if all(used.get(key, 0) < n for key, n in room.items()):
+            kept.append(i)
+            for key in room:
+                used[key] = used.get(key, 0) + 1
+    return np.sort(np.asarray(kept, dtype=int))
+
+
+CONTACT_ROWS = (
+    mujoco.mjtConstraint.mjCNSTR_CONTACT_FRICTIONLESS,
+    mujoco.mjtConstraint.mjCNSTR_CONTACT_PYRAMIDAL,
+    mujoco.mjtConstraint.mjCNSTR_CONTACT_ELLIPTIC,
+)
+# Per-row constraint fields moved with the kept contacts' rows (those `put_data` reads, the rows'
+# type and id; the Jacobian's rows as stored: dense rows, or the sparse rows' counts and addresses).
+EFC_ROW_FIELDS = (
+    "efc_type",
+    "efc_id",
+    "efc_pos",
+    "efc_margin",
+    "efc_frictionloss",
+    "efc_D",
+    "efc_aref",
+    "efc_force",
+)
+EFC_SPARSE_ROW_FIELDS = ("efc_J_rownnz", "efc_J_rowadr")
+
+
+def fit_contacts(model: Any, data: Any) -> Any:
+    """A copy of the native data whose contact list holds only `kept_contacts` (in their order),
+    and whose constraint rows are the non-contact rows, then each kept contact's rows."""
+    kept = kept_contacts(model, data)
+    nefc = data.nefc
+    efc_id = data.efc_id[:nefc]
+    is_contact = np.isin(data.efc_type[:nefc], CONTACT_ROWS)
+    order, new_id = [np.flatnonzero(~is_contact)], [efc_id[~is_contact]]
+    address = np.full(kept.size, -1, dtype=int)
+    start = order[0].size
+    for new, old in enumerate(kept):
+        rows = np.flatnonzero(is_contact & (efc_id == old))
+        if rows.size:
+            address[new], start = start, start + rows.size
+            order.append(rows)
+            new_id.append(np.full(rows.size, new))
+    order = np.concatenate(order)
+
+    fitted = copy.copy(data)
+    contacts = fitted.contact
+    for name in (f for f in dir(contacts) if not f.startswith("_")):
+        field = getattr(contacts, name)
+        field[: kept.size] = field[kept].copy()
+    contacts.efc_address[: kept.size] = address
+    sparse = mujoco.mj_isSparse(model)
+    for name in EFC_ROW_FIELDS + (EFC_SPARSE_ROW_FIELDS if sparse else ()):
+        field = getattr(fitted, name)
+        field[: order.size] = field[order].copy()
+    if not sparse:
+        jacobian = fitted.efc_J[: nefc * model.nv].reshape(nefc, model.nv)
+        jacobian[: order.size] = jacobian[order].copy()
+    fitted.efc_id[: order.size] = np.concatenate(new_id)
+    fitted.ncon, fitted.nefc = kept.size, order.size
+    return fitted
+
+
 def to_mjx(sim: NativeSimulation, data: Any) -> Any:
-    """The native data as MJX data (`mujoco.mjx.put_data`, MJX's JAX implementation)."""
+    """The native data as MJX data (`mujoco.mjx.put_data`, MJX's JAX implementation); a state with
+    more contacts than MJX's layout holds converts with the deepest per pair (`fit_contacts`)."""
     from mujoco import mjx  # noqa: PLC0415 - heavy import, only where simulated
 
     try:
         return mjx.put_data(sim.model, data, impl=NATIVE_IMPL)
-    except ValueError as err:  # more contacts or constraints than MJX's fixed layout holds
+    except ValueError:  # more contacts or constraints than MJX's fixed layout holds
+        pass
+    try:
+        return mjx.put_data(sim.model, fit_contacts(sim.model, data), impl=NATIVE_IMPL)
+    except ValueError as err:  # constraints other than contacts exceed the layout
         raise ConfigError(f"task {sim.task!r}: C MuJoCo's state does not fit MJX's layout: {err}") from None
 
 
