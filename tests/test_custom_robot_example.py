@@ -114,3 +114,8 @@ def test_resume_export_play_and_sim_to_sim(run, tmp_path, capsys):
     (native,), (jax_side,) = found["native"], found["jax"]
     assert native["length"] == jax_side["length"] == 30
     assert native["return"] == pytest.approx(jax_side["return"], rel=0.05)
+    for key in ("lin_vel_rms", "yaw_rate_rms"):
+        assert native[key] == pytest.approx(jax_side[key], rel=0.05, abs=0.02), key
+    # the numpy twin is Go1's alone, and says so
+    assert deploy_main([str(run), "--episodes", "1", "--native", "hand"]) == 2
+    assert "Go1JoystickFlatTerrain" in capsys.readouterr().err
