@@ -6,9 +6,11 @@ pendulum run; the head start on the 200-step pendulum expert's recorded episodes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import jax.numpy as jnp
 import numpy as np
@@ -16,6 +18,7 @@ import pytest
 from learning_runs import PENDULUM_COMMON
 from tiny_config import tiny
 
+from strl_jax.agents.demonstrations import DemonstrationPart, dataset_returns
 from strl_jax.buffers.motion_files import METADATA_FILE, write_trajectory
 from strl_jax.buffers.rollout_dataset import (
     DatasetCursor,
@@ -41,8 +44,11 @@ def rows(path: Path) -> list[dict]:
     return [{k: v for k, v in json.loads(line).items() if k not in TIME_FIELDS} for line in lines]
 
 
-def write_dataset(out: Path, obs_size: int, action_size: int, lengths=LENGTHS, critic: bool = False) -> None:
-    """Trajectories whose every value encodes (trajectory, frame): obs[..., 0] = 100 j + t."""
+def write_dataset(
+    out: Path, obs_size: int, action_size: int, lengths=LENGTHS, critic: bool = False, reward: float = 0.5
+) -> None:
+    """Trajectories whose every value encodes (trajectory, frame): obs[..., 0] = 100 j + t; every
+    step earns `reward`; odd trajectories end on a time-out."""
     out.mkdir(parents=True)
     (out / METADATA_FILE).write_text(json.dumps({"format": "strl_jax.motion_dataset"}))
     for j, length in enumerate(lengths):
@@ -51,7 +57,7 @@ def write_dataset(out: Path, obs_size: int, action_size: int, lengths=LENGTHS, c
         arrays = {
             "obs": obs,
             "actions": np.tanh(np.repeat(code[:, None], action_size, 1) / 700.0),
-            "rewards": np.full(length, 0.5, np.float32),
+            "rewards": np.full(length, reward, np.float32),
             "dones": np.eye(1, length, length - 1, dtype=np.uint8)[0],
             "timeouts": np.eye(1, length, length - 1, dtype=np.uint8)[0] * (j % 2),
         }
@@ -114,6 +120,10 @@ def test_shuffled_order_is_a_permutation_per_pass(tmp_path):
         ({"data_dir": "x", "rl_imitation_coef": -1}, "rl_imitation_coef must be a number >= 0"),
         ({"data_dir": "x", "rl_imitation_coef": 5}, "needs rl_imitation_iterations >= 1"),
         ({"data_dir": "x", "rl_imitation_iterations": 2.5}, "rl_imitation_iterations must be an integer"),
+        (
+            {"data_dir": "x", "rl_imitation_filter": "q"},
+            "rl_imitation_filter must be one of \\['none', 'advantage'\\]",
+        ),
         *[
             ({"data_dir": "x", "learning_rate": bad}, "learning_rate must be a number > 0")
             for bad in (0, -1e-3, "fast", True, float("nan"))
@@ -297,3 +307,65 @@ def test_rl_imitation_carries_the_pull_past_the_switch_and_resumes_exactly(tiny_
     shutil.copytree(run, tmp_path / "resumed")
     assert main(["--resume", str(tmp_path / "resumed"), "--checkpoint", "4", "--quiet"]) == 0
     assert rows(tmp_path / "resumed") == got
+
+
+def test_dataset_returns_discount_to_each_trajectorys_end(tmp_path):
+    """The advantage filter's returns: scaled rewards discounted to the trajectory's end; after a
+    time-out the last state's value stands in (its discount kept), after a termination nothing."""
+    write_dataset(tmp_path / "d", 2, 1, lengths=[3, 2])  # trajectory 1 ends on a time-out
+    arrays = load_dataset_arrays(pretrain_settings({"data_dir": str(tmp_path / "d")}), {"policy": (2,)}, 1, 0)
+    returns, tail, last = dataset_returns(arrays, gamma=0.5, reward_scale=2.0)
+    np.testing.assert_allclose(returns, [1.75, 1.5, 1.0, 1.5, 1.0])  # rewards 0.5 x 2
+    np.testing.assert_allclose(tail, [0.0, 0.0, 0.0, 0.25, 0.5])
+    assert last.tolist() == [2, 2, 2, 4, 4]
+
+
+def test_advantage_filter_keeps_the_steps_whose_return_beats_the_value():
+    """A drawn step is imitated only where its return (plus the stand-in value after a time-out)
+    exceeds the critic's value of its state."""
+    part = DemonstrationPart(
+        name="demonstrations", obs={}, actions=jnp.zeros((4, 1)), coef=1.0, iterations=1,
+        first_rl_iteration=0, target="mse_sum", returns=jnp.zeros(4), tail_discount=jnp.zeros(4),
+        last_step=jnp.zeros(4, jnp.int32),
+    )  # fmt: skip
+    ctx = SimpleNamespace(critic_value=lambda obs: obs["critic"][..., 0], normalize=lambda obs: obs)
+    inputs = {
+        "actions": jnp.zeros((1, 4, 1)),
+        "returns": jnp.asarray([[1.0, 1.0, 1.0, 1.0]]),
+        "tail_discount": jnp.asarray([[0.0, 0.0, 0.5, 0.5]]),
+        "obs": {"critic": jnp.asarray([[[0.5], [2.0], [2.0], [2.0]]])},
+        "last_obs": {"critic": jnp.asarray([[[0.0], [0.0], [1.0], [4.0]]])},
+    }
+    # values 0.5 < 1; 2 > 1; 2 > 1 + 0.5 x 1; 2 < 1 + 0.5 x 4
+    assert part.kept(ctx, inputs).tolist() == [[1.0, 0.0, 0.0, 1.0]]
+    part = dataclasses.replace(part, returns=None, tail_discount=None, last_step=None)
+    assert part.kept(ctx, inputs).tolist() == [[1.0, 1.0, 1.0, 1.0]]  # no filter: every step
+
+
+@pytest.mark.parametrize("reward, kept", [(1000.0, 1.0), (-1000.0, 0.0)])
+def test_rl_imitation_filter_pulls_only_towards_demonstrations_that_did_better(
+    tiny_two_stage, tmp_path, reward, kept
+):
+    """`rl_imitation_filter: advantage` through a run: demonstrations whose returns are far above
+    anything the critic expects are all imitated (the action mean is pulled to them); those far
+    below are none (the mean is left where the RL updates put it)."""
+    overrides, root = tiny_two_stage
+    env = build_programs(resolve_config("inverted_pendulum", overrides=tiny())).env
+    write_dataset(
+        tmp_path / "d", env.observation_shapes()["policy"][0], env.action_size, [5] * 12, reward=reward
+    )
+    data = f"data_dir: {tmp_path / 'd'}, dataset_loops: -1, imitation_loss_coef: 0"
+    carried = [o for o in overrides if not o.startswith("runner.pretrain_")]
+    carried += [
+        "runner.pretrain_iterations=2",
+        f"runner.pretrain_dataset={{{data}, rl_imitation_coef: 300, rl_imitation_iterations: 4, "
+        "rl_imitation_filter: advantage}",
+    ]
+    assert main(["--log_dir", str(tmp_path / "run"), "--quiet", *carried]) == 0
+    got = rows(tmp_path / "run")[2:]
+    assert [r["rl_imitation_kept"] for r in got] == [kept] * 4
+    distance = [r["rl_imitation"] for r in got]  # over every drawn step, kept or not
+    if kept:
+        assert distance[-1] < 0.5 * distance[0], distance  # measured 0.36 x
+    else:
+        assert distance[-1] > 0.8 * distance[0], distance  # measured 1.58 x

@@ -12,6 +12,17 @@ the distance (`algorithm.distill_target`) between the policy's action mean on th
 observations and the dataset's actions, `k` the RL iterations done, `K` `rl_imitation_iterations`;
 0 during pretraining (whose loss holds the term already) and after `K`.
 
+With `rl_imitation_filter: advantage` a drawn step counts only where the demonstration did better
+than the policy being trained would from the same state: where the step's discounted return in
+the dataset (rewards times `algorithm.reward_scale`, `algorithm.gamma`; at a time-out the last
+state's value stands for what follows) exceeds the critic's value of its state. This is the
+binary advantage filter of self-imitation learning (Oh et al., "Self-Imitation Learning", ICML
+2018, https://arxiv.org/abs/1806.05635: imitate where `(R - V)+ > 0`) and of CRR (Wang et al.
+2020, https://arxiv.org/abs/2006.15134). A policy that has overtaken its demonstrations stops
+being pulled back to them, and one that falls behind them is pulled harder; the term is the
+mean over all drawn steps, so its size follows the share kept (logged as `rl_imitation_kept`;
+`rl_imitation` is the distance over all of them, kept or not).
+
 The dataset's observation groups and actions are device arrays compiled into the update as
 constants, like AMP's motion library.
 """
@@ -23,17 +34,22 @@ from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from strl_jax.agents.parts import LossContext, Part, PartBuild, UpdateContext, sample_keys
-from strl_jax.agents.tppo import distillation_loss
-from strl_jax.buffers.rollout_dataset import load_dataset_arrays, pretrain_settings
+from strl_jax.agents.tppo import distillation_distance
+from strl_jax.buffers.rollout_dataset import DatasetArrays, load_dataset_arrays, pretrain_settings
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class DemonstrationPart(Part):
     """The decaying imitation term of the RL iterations after pretraining (no state)."""
 
-    sections: ClassVar[dict[str, str]] = {"rl_imitation": "Loss", "rl_imitation_weight": "Loss"}
+    sections: ClassVar[dict[str, str]] = {
+        "rl_imitation": "Loss",
+        "rl_imitation_weight": "Loss",
+        "rl_imitation_kept": "Loss",
+    }
 
     obs: dict  # observation group -> [S, ...], the dataset's raw observations
     actions: jax.Array  # [S, A]
@@ -41,6 +57,12 @@ class DemonstrationPart(Part):
     iterations: int  # RL iterations over which the weight falls to 0
     first_rl_iteration: int  # runner.pretrain_iterations
     target: str  # algorithm.distill_target
+    # `rl_imitation_filter: advantage`: per step, its discounted return to its trajectory's end,
+    # the discount of the value standing in after a time-out (0 after a termination), and the
+    # index of its trajectory's last step; None: every drawn step counts
+    returns: jax.Array | None = None  # [S]
+    tail_discount: jax.Array | None = None  # [S]
+    last_step: jax.Array | None = None  # [S] int32
 
     def weight(self, iteration: jax.Array) -> jax.Array:
         """`coef * (1 - k / K)` for the `k`-th RL iteration (`k < K`), else 0."""
@@ -49,27 +71,65 @@ class DemonstrationPart(Part):
         return jnp.where(k >= 0, self.coef * decay, 0.0)
 
     def minibatch_inputs(self, train: Any, rollout: Any, idx: jax.Array, key: jax.Array, ctx: UpdateContext):
-        """One dataset step per minibatch sample: `(raw observation groups, actions)`, `[T', B', ...]`."""
+        """One dataset step per minibatch sample, `[T', B', ...]`: its raw observation groups and
+        action, and with the filter its return, tail discount and trajectory's last observations."""
         keys, env = sample_keys(key, idx, ctx)
         steps = jax.vmap(lambda k: jax.random.randint(k, (), 0, self.actions.shape[0]))(keys)
-        take = lambda x: x[steps].reshape(env.shape + x.shape[1:])  # noqa: E731
-        return {k: take(v) for k, v in self.obs.items()}, take(self.actions)
+        take = lambda x, at=steps: x[at].reshape(env.shape + x.shape[1:])  # noqa: E731
+        inputs = {"obs": {k: take(v) for k, v in self.obs.items()}, "actions": take(self.actions)}
+        if self.returns is not None:
+            inputs["returns"] = take(self.returns)
+            inputs["tail_discount"] = take(self.tail_discount)
+            inputs["last_obs"] = {k: take(v, self.last_step[steps]) for k, v in self.obs.items()}
+        return inputs
+
+    def kept(self, ctx: LossContext, inputs: dict) -> jax.Array:
+        """1 where the drawn step's return beats the critic's value of its state, else 0 (all 1
+        without the filter); no gradient flows through it."""
+        if self.returns is None:
+            return jnp.ones(inputs["actions"].shape[:-1])
+        value = lambda obs: ctx.critic_value(ctx.normalize(obs))  # noqa: E731
+        ret = inputs["returns"] + inputs["tail_discount"] * value(inputs["last_obs"])
+        return jax.lax.stop_gradient((ret > value(inputs["obs"])).astype(jnp.float32))
 
     def losses(self, params: Any, train: Any, ctx: LossContext, inputs: Any):
-        obs, labels = inputs
-        mean = ctx.policy_mean(ctx.normalize(obs))
+        mean = ctx.policy_mean(ctx.normalize(inputs["obs"]))
         # the policy's std does not depend on the observation (scalar or log std parameters)
         std = jnp.broadcast_to(ctx.std[:, :1], mean.shape)
-        distance = distillation_loss(self.target, mean, std, labels)
+        kept = self.kept(ctx, inputs)
+        distance = distillation_distance(self.target, mean, std, inputs["actions"])
         weight = self.weight(ctx.iteration)
         return (
-            {"rl_imitation_loss": distance},
+            {"rl_imitation_loss": jnp.mean(kept * distance)},
             {"rl_imitation_loss": weight},
             {
-                "rl_imitation": distance,
+                "rl_imitation": jnp.mean(distance),
                 "rl_imitation_weight": weight,
+                "rl_imitation_kept": jnp.mean(kept),
             },
         )
+
+
+def dataset_returns(
+    arrays: DatasetArrays, gamma: float, reward_scale: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per dataset step: the discounted return of its trajectory from there on (scaled rewards),
+    `gamma ** (steps to the end)` where the trajectory ended on a time-out (the last state's value
+    then stands for what followed; 0 after a termination), and its trajectory's last index."""
+    rewards = np.asarray(arrays.rewards, np.float64) * reward_scale
+    returns = np.zeros_like(rewards)
+    tail = np.zeros_like(rewards)
+    last = np.zeros(rewards.shape, np.int32)
+    for start, length in zip(np.asarray(arrays.start), np.asarray(arrays.length), strict=True):
+        end = start + length - 1
+        timeout = float(np.asarray(arrays.timeouts)[end] > 0)
+        acc, discount = 0.0, gamma * timeout
+        for i in range(end, start - 1, -1):
+            acc = rewards[i] + gamma * acc
+            returns[i], tail[i] = acc, discount
+            discount *= gamma
+        last[start : end + 1] = end
+    return returns.astype(np.float32), tail.astype(np.float32), last
 
 
 def rl_imitation_active(cfg: Any) -> bool:
@@ -84,7 +144,15 @@ def make_demonstration_part(name: str, env: Any, cfg: Any, groups: dict) -> Demo
     """The part for `runner.pretrain_dataset`'s `rl_imitation_*` settings, its dataset read for
     the policy's observation `groups` (`{group: shape}`)."""
     settings = pretrain_settings(cfg.runner.pretrain_dataset)
+    # two-stage runs have feed-forward policies (configs.loader refuses others), so a dataset
+    # step's value needs no memory
+    filtered = settings["rl_imitation_filter"] == "advantage"
     arrays = load_dataset_arrays(settings, groups, env.action_size, cfg.seed)
+    filter_arrays = {}
+    if filtered:
+        computed = dataset_returns(arrays, cfg.algorithm.gamma, cfg.algorithm.reward_scale)
+        names = ("returns", "tail_discount", "last_step")
+        filter_arrays = dict(zip(names, map(jnp.asarray, computed), strict=True))
     return DemonstrationPart(
         name=name,
         obs={k: jnp.asarray(v) for k, v in arrays.obs.items()},
@@ -93,6 +161,7 @@ def make_demonstration_part(name: str, env: Any, cfg: Any, groups: dict) -> Demo
         iterations=int(settings["rl_imitation_iterations"]),
         first_rl_iteration=cfg.runner.pretrain_iterations,
         target=cfg.algorithm.distill_target,
+        **filter_arrays,
     )
 
 

@@ -119,6 +119,8 @@ class LossContext:
     policy_mean: Callable[[dict], jax.Array] | None = None
     # raw observation groups -> as the policy's networks see them (the run's normalisers)
     normalize: Callable[[dict], dict] | None = None
+    # the state value of the critic being optimised on other normalised observations (feed-forward)
+    critic_value: Callable[[dict], jax.Array] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

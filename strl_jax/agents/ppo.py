@@ -172,6 +172,7 @@ def ppo_loss(trainable: dict, inputs: MinibatchInputs, settings: PPOLossSettings
         originals=originals,
         policy_mean=functools.partial(policy_mean, model, trainable[POLICY], batch, units, originals),
         normalize=functools.partial(settings.normalization.groups, inputs.normalizers or {}),
+        critic_value=lambda nobs: model.value(trainable[POLICY], nobs, {}),
     )
     for p in settings.parts:
         part_losses, part_coefs, part_metrics = p.losses(

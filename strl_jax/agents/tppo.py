@@ -56,7 +56,12 @@ def safe_norm(x: jax.Array) -> jax.Array:
 
 
 def distillation_loss(target: str, mean: jax.Array, std: jax.Array, labels: jax.Array) -> jax.Array:
-    """st_rl's action distillation loss: the mean over samples of a per-sample distance.
+    """st_rl's action distillation loss: the mean over samples of `distillation_distance`."""
+    return jnp.mean(distillation_distance(target, mean, std, labels))
+
+
+def distillation_distance(target: str, mean: jax.Array, std: jax.Array, labels: jax.Array) -> jax.Array:
+    """The per-sample distance of st_rl's distillation loss (leading axes kept).
 
     real: `||mu - a||_2`; mse_sum: `sum (mu - a)^2`; l1: `||mu - a||_1`;
     tanh: `2 BCE((mu + 1)/2, (a + 1)/2)` (mean over dims); scaled_tanh: the tanh loss times
@@ -78,7 +83,7 @@ def distillation_loss(target: str, mean: jax.Array, std: jax.Array, labels: jax.
         per_sample = -gaussian_log_prob(labels, mean, std)
     else:
         raise ValueError(f"unknown distill_target {target!r}; valid choices: {list(DISTILL_TARGETS)}")
-    return jnp.mean(per_sample)
+    return per_sample
 
 
 @struct.dataclass

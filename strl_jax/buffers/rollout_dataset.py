@@ -29,7 +29,8 @@ OPTION = "runner.pretrain_dataset"
 # rate for their optimiser steps (`learning_rate`, strl_jax's; None: the algorithm's schedule),
 # and the imitation term carried into the RL iterations (strl_jax's, `agents.demonstrations`):
 # its weight at the switch, `rl_imitation_coef` (0: off, st_rl), falling linearly to 0 over
-# `rl_imitation_iterations` RL iterations.
+# `rl_imitation_iterations` RL iterations, on every drawn step or (`rl_imitation_filter:
+# advantage`) only on those whose return beats the critic's value of their state.
 KEYS = (
     "data_dir",
     "dataset_loops",
@@ -38,7 +39,9 @@ KEYS = (
     "learning_rate",
     "rl_imitation_coef",
     "rl_imitation_iterations",
+    "rl_imitation_filter",
 )
+RL_IMITATION_FILTERS = ("none", "advantage")
 DEFAULTS = {
     "dataset_loops": 1,
     "random_shuffle_traj_order": False,
@@ -46,6 +49,7 @@ DEFAULTS = {
     "learning_rate": None,
     "rl_imitation_coef": 0.0,
     "rl_imitation_iterations": 0,
+    "rl_imitation_filter": "none",
 }
 # The transitions' field (under `Transition.parts`) holding the dataset's actions as labels.
 DATASET_LABELS = "dataset"
@@ -113,6 +117,11 @@ def pretrain_settings(raw: dict) -> dict[str, Any]:
         raise ConfigError(
             f"{OPTION}.rl_imitation_coef {settings['rl_imitation_coef']} needs rl_imitation_iterations >= 1 "
             "(the RL iterations over which its weight falls to 0)"
+        )
+    if settings["rl_imitation_filter"] not in RL_IMITATION_FILTERS:
+        raise ConfigError(
+            f"{OPTION}.rl_imitation_filter must be one of {list(RL_IMITATION_FILTERS)}, "
+            f"got {settings['rl_imitation_filter']!r}"
         )
     settings["learning_rate"] = fixed_rate(settings["learning_rate"])
     return settings
