@@ -6,17 +6,20 @@ trained at 256 envs for `--expert-iterations` iterations (default 60, walker2d 2
 inverted_pendulum the test suite's full-state PPO expert (`tests/learning_runs.py`). The expert is
 the first checkpoint with the run's best deterministic evaluation. Each seed then trains from scratch:
 
-- two-stage   `--pretrain` iterations on the dataset (`runner.pretrain_iterations`; no env step)
-              with the pretraining settings `--imitation` (`imitation_loss_coef`) and
+- two-stage   (`--plain-arm`) `--pretrain` iterations on the dataset (`runner.pretrain_iterations`;
+              no env step) with the pretraining settings `--imitation` (`imitation_loss_coef`),
               `--pretrain-rate` (`learning_rate`; 0 leaves the algorithm's adaptive rate, as in
-              st_rl), then `--iterations` RL iterations;
+              st_rl) and `--imitation-labels` (`imitation_labels`, default `mean_actions`: the
+              expert's mean action at each recorded step, rather than its noisy sample), then
+              `--iterations` RL iterations;
 - two-stage + RL imitation  (`--rl-imitation COEF ITERATIONS`, 0 0 leaves it out) the same, with
               the imitation term carried into the RL iterations (`rl_imitation_coef`, falling
               linearly to 0 over `rl_imitation_iterations`, `agents.demonstrations`), on the
               dataset steps `--rl-imitation-filter` keeps (default `advantage`: those whose return
               beats the critic's value);
 - st_rl rate  (`--st-rl-arm`) the same pretraining with st_rl's rate handling (the adaptive rule
-              runs) and the default imitation weight 1, evaluated before any env step only;
+              runs), the default imitation weight 1 and the executed actions as labels,
+              evaluated before any env step only;
 - RL alone    `--iterations` RL iterations.
 
 For Go1JoystickFlatTerrain (MuJoCo Playground) the expert is the shipped walking policy
@@ -112,7 +115,7 @@ def parse_args() -> argparse.Namespace:
         "--rl-imitation",
         type=float,
         nargs=2,
-        default=[100.0, 80],
+        default=[30.0, 80],
         metavar=("COEF", "ITERATIONS"),
         help="rl_imitation_coef and rl_imitation_iterations of the '+ RL imitation' arm (0 0: no such arm)",
     )
@@ -122,7 +125,19 @@ def parse_args() -> argparse.Namespace:
         default="advantage",
         help="rl_imitation_filter of the '+ RL imitation' arm",
     )
+    p.add_argument(
+        "--imitation-labels",
+        choices=["actions", "mean_actions"],
+        default="mean_actions",
+        help="imitation_labels of the two-stage arms (the st_rl arm imitates the executed actions)",
+    )
     p.add_argument("--st-rl-arm", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument(
+        "--plain-arm",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the two-stage arm without the pull in the RL iterations",
+    )
     p.add_argument("--go1-eval-envs", type=int, default=32, help="Go1 evaluation envs")
     p.add_argument("--out", type=Path, default=Path("/tmp/two_stage"))
     return p.parse_args()
@@ -154,8 +169,10 @@ def pretrain_overrides(
     rate: float,
     rl_imitation: tuple = (0, 0),
     filter_: str = "none",
+    labels: str = "actions",
 ) -> list[str]:
     settings = f"data_dir: {data}, dataset_loops: -1, imitation_loss_coef: {imitation}"
+    settings += f", imitation_labels: {labels}"
     settings += f", learning_rate: {rate}" if rate > 0 else ""
     coef, iterations = rl_imitation
     if coef > 0:
@@ -207,17 +224,25 @@ def run_task(task: str, args: argparse.Namespace) -> dict:
         assert collect_main(collect) == 0
     print(f"{task}: expert {expert} return {expert_return:.1f}; dataset {data} ({time.time() - start:.0f} s)")
     evals = [f"runner.eval_interval={every}"]
-    arms = {
-        "two-stage": [
-            *pretrain_overrides(data, pretrain, args.imitation, args.pretrain_rate),
+    arms = {}
+    if args.plain_arm:
+        arms["two-stage"] = [
+            *pretrain_overrides(
+                data, pretrain, args.imitation, args.pretrain_rate, labels=args.imitation_labels
+            ),
             *evals,
             f"runner.max_iterations={pretrain + iterations}",
-        ],
-        "RL alone": [*evals, f"runner.max_iterations={iterations}"],
-    }
+        ]
+    arms["RL alone"] = [*evals, f"runner.max_iterations={iterations}"]
     if args.rl_imitation[0] > 0:
         rl_imitation = pretrain_overrides(
-            data, pretrain, args.imitation, args.pretrain_rate, args.rl_imitation, args.rl_imitation_filter
+            data,
+            pretrain,
+            args.imitation,
+            args.pretrain_rate,
+            args.rl_imitation,
+            args.rl_imitation_filter,
+            args.imitation_labels,
         )
         arms["two-stage + RL imitation"] = [
             *rl_imitation,
@@ -285,7 +310,10 @@ def run_go1(args: argparse.Namespace) -> dict:
                    "--sample_actions"]  # fmt: skip
         assert collect_main(collect) == 0
     students, times = {}, {}
-    overrides = [*GO1_STUDENT, *pretrain_overrides(data, pretrain, args.imitation, args.pretrain_rate)]
+    pretraining = pretrain_overrides(
+        data, pretrain, args.imitation, args.pretrain_rate, labels=args.imitation_labels
+    )
+    overrides = [*GO1_STUDENT, *pretraining]
     for seed in args.seeds:
         more = [f"runner.max_iterations={pretrain}", f"seed={seed}"]
         cfg = resolve_config("Go1JoystickFlatTerrain", overrides=[*overrides, *more])

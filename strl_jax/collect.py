@@ -3,9 +3,11 @@
 st_rl's DemonstrationSaver: many environments run the policy of a checkpoint (its mean action, or
 samples with `--sample_actions`) in jitted chunks of steps; each finished episode becomes one
 trajectory file in the strl_jax motion dataset format (`strl_jax.buffers.motion_files`): the policy
-observations, executed actions, rewards and done flags, plus AMP frames of the task's components
-for a Brax task (AMP frames are built from a Brax body layout; a MuJoCo Playground run's dataset
-holds no frames and serves two-stage pretraining, `runner.pretrain_dataset`, not AMP).
+observations, executed actions, the policy's mean actions (the executed ones unless sampled; the
+labels of `runner.pretrain_dataset.imitation_labels: mean_actions`), rewards and done flags, plus
+AMP frames of the task's components for a Brax task (AMP frames are built from a Brax body
+layout; a MuJoCo Playground run's dataset holds no frames and serves two-stage pretraining,
+`runner.pretrain_dataset`, not AMP).
 Collection stops once the dataset holds at least `--min_timesteps` steps and `--min_episodes`
 trajectories.
 
@@ -95,21 +97,28 @@ def make_chunk_rollout(env, actor: Actor | MutexActor, chunk_steps: int, sample_
     """Jitted `(params, normalizers, carry, key) -> (carry, per-step arrays [C, N, ...])`.
 
     carry = (env state, observation groups, the actor's hidden state). The per-step arrays hold the
-    observation each step acted on, the executed action, reward and terminated/truncated flags;
-    where the env observes AMP frames (a Brax task), also the frame of each step's observation and
-    of the state the step reached before any reset. Sampled actions draw one key per env and step.
+    observation each step acted on, the executed action, the policy's deterministic action there
+    (`mean_actions`: the label a sampled step's imitation can take instead of the noisy sample),
+    reward and terminated/truncated flags; where the env observes AMP frames (a Brax task), also
+    the frame of each step's observation and of the state the step reached before any reset.
+    Sampled actions draw one key per env and step.
     """
 
     def rollout(params, normalizers, carry, key):
         def act(obs, hidden, key):
-            keys = jax.random.split(key, env.num_envs) if sample_actions else None
-            return actor.act(params, normalizers, obs, hidden, keys)
+            mode, next_hidden = actor.act(params, normalizers, obs, hidden)
+            if not sample_actions:
+                return (mode, mode), next_hidden
+            sample, _ = actor.act(params, normalizers, obs, hidden, jax.random.split(key, env.num_envs))
+            return (sample, mode), next_hidden
 
-        def record(_state, obs, action, res):
+        def record(_state, obs, acted, res):
+            action, mode = acted
             arrays = {
                 "obs": obs["policy"],
                 "critic_obs": obs["critic"],
                 "actions": action,
+                "mean_actions": mode,
                 "rewards": res.reward,
                 "terminated": res.terminated,
                 "truncated": res.truncated,

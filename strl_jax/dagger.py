@@ -141,8 +141,7 @@ def make_dagger_rollout(env: VecEnv, student: Actor, teacher: Actor, chunk_steps
 
     carry = (env state, observation groups, {"student": memory, "teacher": memory}). The executed
     action is the teacher's where `mask`, else the student's mean plus `noise_std` Gaussian noise;
-    both clipped as the env clips. (`evaluation.act_in_env` keeps only the executed action; the
-    labels here are a second output of acting.)
+    both clipped as the env clips.
     """
 
     def rollout(student_arrays, teacher_arrays, carry, mask, noise_std, iteration, key):

@@ -230,16 +230,20 @@ class TrajectoryCutter:
 
 def step_arrays(episode: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The per-step arrays every dataset file holds: policy observations, executed actions,
-    rewards, `dones` (1 at the last step) and `timeouts` (1 where it hit the time limit)."""
+    rewards, `dones` (1 at the last step) and `timeouts` (1 where it hit the time limit); and the
+    policy's `mean_actions` where the writer recorded them."""
     dones = np.zeros(len(episode["rewards"]), np.uint8)
     dones[-1] = 1
-    return {
+    arrays = {
         "obs": episode["obs"].astype(np.float32),
         "actions": episode["actions"].astype(np.float32),
         "rewards": episode["rewards"].astype(np.float32),
         "dones": dones,
         "timeouts": episode["truncated"].astype(np.uint8),
     }
+    if "mean_actions" in episode:
+        arrays["mean_actions"] = episode["mean_actions"].astype(np.float32)
+    return arrays
 
 
 def add_collection_arguments(parser: argparse.ArgumentParser) -> None:

@@ -68,11 +68,14 @@ def test_collect_writes_resumes_and_loads_back(run_dir, tmp_path, capsys):
         if not t["timeouts"][-1]:
             assert abs(t["amp_obs"][-1, 0]) > 0.2  # inverted_pendulum terminates at |angle| > 0.2
     assert any(not t["timeouts"][-1] for t in trajs)
-    # samples around the policy's (clipped) mean, not the mean itself
+    # samples around the policy's (clipped) mean, not the mean itself; the mean recorded beside
     obs = np.concatenate([t["obs"] for t in trajs])
     actions = np.concatenate([t["actions"] for t in trajs])
     mean = np.asarray(load_policy(run_dir).policy()(obs))
     assert np.all(np.abs(actions) <= 1.0) and np.mean(np.abs(actions - mean)) > 0.1
+    recorded = np.concatenate([t["mean_actions"] for t in trajs])
+    assert recorded.dtype == np.float32 and recorded.shape == actions.shape
+    np.testing.assert_allclose(recorded, mean, atol=1e-5, rtol=0)
 
     before = {p.name for p in trajectory_files(out)}
     assert collect_main([*args, "--min_timesteps", str(meta["num_timesteps"] + 50)]) == 0
@@ -113,6 +116,7 @@ def test_collect_records_the_deterministic_policy_actions(run_dir, tmp_path):
     policy = load_policy(run_dir).policy()
     for t in load_all(out):
         np.testing.assert_allclose(t["actions"], np.asarray(policy(t["obs"])), atol=1e-5, rtol=0)
+        np.testing.assert_array_equal(t["mean_actions"], t["actions"])  # executed = mean
 
 
 def test_collect_success_only_with_sampled_actions(run_dir, tmp_path):

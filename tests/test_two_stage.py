@@ -32,6 +32,7 @@ from strl_jax.buffers.rollout_dataset import (
 from strl_jax.collect import main as collect_main
 from strl_jax.configs.loader import resolve_config
 from strl_jax.errors import ConfigError
+from strl_jax.inference import load_policy
 from strl_jax.train import main
 from strl_jax.train_loops.runner import build_programs, train
 
@@ -45,10 +46,17 @@ def rows(path: Path) -> list[dict]:
 
 
 def write_dataset(
-    out: Path, obs_size: int, action_size: int, lengths=LENGTHS, critic: bool = False, reward: float = 0.5
+    out: Path,
+    obs_size: int,
+    action_size: int,
+    lengths=LENGTHS,
+    critic: bool = False,
+    reward: float = 0.5,
+    mean_actions: bool = False,
 ) -> None:
     """Trajectories whose every value encodes (trajectory, frame): obs[..., 0] = 100 j + t; every
-    step earns `reward`; odd trajectories end on a time-out."""
+    step earns `reward`; odd trajectories end on a time-out; `mean_actions` (with `mean_actions`)
+    are the opposite of the actions."""
     out.mkdir(parents=True)
     (out / METADATA_FILE).write_text(json.dumps({"format": "strl_jax.motion_dataset"}))
     for j, length in enumerate(lengths):
@@ -63,6 +71,8 @@ def write_dataset(
         }
         if critic:
             arrays["critic_obs"] = obs
+        if mean_actions:
+            arrays["mean_actions"] = -arrays["actions"]
         write_trajectory(out / f"traj_{j:06d}.npz", arrays)
 
 
@@ -124,6 +134,10 @@ def test_shuffled_order_is_a_permutation_per_pass(tmp_path):
             {"data_dir": "x", "rl_imitation_filter": "q"},
             "rl_imitation_filter must be one of \\['none', 'advantage'\\]",
         ),
+        (
+            {"data_dir": "x", "imitation_labels": "teacher"},
+            "imitation_labels must be one of \\['actions', 'mean_actions'\\]",
+        ),
         *[
             ({"data_dir": "x", "learning_rate": bad}, "learning_rate must be a number > 0")
             for bad in (0, -1e-3, "fast", True, float("nan"))
@@ -149,6 +163,20 @@ def test_dataset_that_does_not_fit_is_refused(tmp_path):
         load_dataset_arrays(settings(tmp_path / "d"), {"policy": (4,)}, 2, seed=0)
     with pytest.raises(ConfigError, match="no metadata.json"):
         load_dataset_arrays(settings(tmp_path), {"policy": (4,)}, 1, seed=0)
+    labelled = settings(tmp_path / "d", imitation_labels="mean_actions")
+    with pytest.raises(
+        ConfigError, match="traj_000000.npz holds no 'mean_actions'.*imitation_labels: actions"
+    ):
+        load_dataset_arrays(labelled, {"policy": (4,)}, 1, seed=0)
+
+
+def test_labels_are_the_chosen_array(tmp_path):
+    write_dataset(tmp_path / "d", 4, 2, mean_actions=True)
+    for labels, sign in (("actions", 1.0), ("mean_actions", -1.0)):
+        arrays = load_dataset_arrays(
+            settings(tmp_path / "d", imitation_labels=labels), {"policy": (4,)}, 2, 0
+        )
+        np.testing.assert_array_equal(arrays.labels, sign * arrays.actions)
 
 
 @pytest.mark.parametrize(
@@ -173,7 +201,8 @@ def tiny_two_stage(tmp_path_factory) -> tuple[list[str], Path]:
     root = tmp_path_factory.mktemp("two_stage")
     base = tiny("runner.max_iterations=6", "runner.eval_interval=0", "runner.max_checkpoints_to_keep=0")
     env = build_programs(resolve_config("inverted_pendulum", overrides=base)).env
-    write_dataset(root / "data", env.observation_shapes()["policy"][0], env.action_size, lengths=[5] * 12)
+    shape = env.observation_shapes()["policy"][0]
+    write_dataset(root / "data", shape, env.action_size, lengths=[5] * 12, mean_actions=True)
     overrides = [
         *base,
         "runner.pretrain_iterations=4",
@@ -214,6 +243,25 @@ def test_resume_across_the_stage_switch_is_exact(tiny_two_stage, tmp_path):
     shutil.copytree(full, tmp_path / "resumed")
     assert main(["--resume", str(tmp_path / "resumed"), "--checkpoint", "2", "--quiet"]) == 0
     assert rows(tmp_path / "resumed") == rows(full)
+
+
+def test_imitation_pulls_towards_the_chosen_labels(tiny_two_stage, tmp_path):
+    """`imitation_labels: mean_actions`: pretraining's imitation term pulls the policy's mean
+    towards the dataset's `mean_actions`, not the executed `actions` (opposite ones here)."""
+    overrides, root = tiny_two_stage
+    labelled = [o for o in overrides if not o.startswith("runner.pretrain_")]
+    data = f"data_dir: {root / 'data'}, dataset_loops: -1, imitation_loss_coef: 100, learning_rate: 3.0e-3"
+    labelled += [
+        "runner.pretrain_iterations=3",
+        "runner.max_iterations=3",
+        f"runner.pretrain_dataset={{{data}, imitation_labels: mean_actions}}",
+    ]
+    assert main(["--log_dir", str(tmp_path / "run"), "--quiet", *labelled]) == 0
+    arrays = load_dataset_arrays(settings(root / "data"), {"policy": (4,)}, 1, seed=0)
+    mean = np.asarray(load_policy(tmp_path / "run").policy()(np.asarray(arrays.obs["policy"])))
+    to_labels = np.mean((mean + np.asarray(arrays.actions)) ** 2)
+    to_actions = np.mean((mean - np.asarray(arrays.actions)) ** 2)
+    assert to_labels < 0.5 * to_actions, (to_labels, to_actions)  # measured 0.23 x (2.2 x on actions)
 
 
 def grown(rate: float, steps: int) -> np.float32:
@@ -288,14 +336,16 @@ def test_pretraining_on_expert_episodes_gives_a_head_start(pendulum_expert, tmp_
 def test_rl_imitation_carries_the_pull_past_the_switch_and_resumes_exactly(tiny_two_stage, tmp_path):
     """`rl_imitation_coef` (agents.demonstrations): no weight while pretraining, then the given
     weight falling linearly over `rl_imitation_iterations` RL iterations; the RL updates pull the
-    action mean towards the dataset's actions (which pretraining, with no imitation weight of its
-    own, left alone), and a run resumed in the middle of the decay repeats every row."""
+    action mean towards the dataset's labels (which pretraining, with no imitation weight of its
+    own, left alone; its `mean_actions` here, the opposite of its actions), and a run resumed in
+    the middle of the decay repeats every row."""
     overrides, root = tiny_two_stage
     carried = [o for o in overrides if not o.startswith("runner.pretrain_")]
     data = f"data_dir: {root / 'data'}, dataset_loops: -1, imitation_loss_coef: 0"
     carried += [
         "runner.pretrain_iterations=2",
-        f"runner.pretrain_dataset={{{data}, rl_imitation_coef: 300, rl_imitation_iterations: 4}}",
+        f"runner.pretrain_dataset={{{data}, rl_imitation_coef: 300, rl_imitation_iterations: 4, "
+        "imitation_labels: mean_actions}",
     ]
     run = tmp_path / "run"
     assert main(["--log_dir", str(run), "--quiet", *carried]) == 0
@@ -304,6 +354,11 @@ def test_rl_imitation_carries_the_pull_past_the_switch_and_resumes_exactly(tiny_
     assert [r["rl_imitation_weight"] for r in got] == [0.0, 0.0, 300.0, 225.0, 150.0, 75.0]
     distance = [r["rl_imitation"] for r in got[2:]]
     assert distance[-1] < 0.35 * distance[0], distance  # measured 0.14 (0.75 without the pull)
+    arrays = load_dataset_arrays(settings(root / "data"), {"policy": (4,)}, 1, seed=0)
+    mean = np.asarray(load_policy(run).policy()(np.asarray(arrays.obs["policy"])))
+    to_labels = np.mean((mean + np.asarray(arrays.actions)) ** 2)
+    to_actions = np.mean((mean - np.asarray(arrays.actions)) ** 2)
+    assert to_labels < 0.1 * to_actions, (to_labels, to_actions)  # measured 0.008 x
     shutil.copytree(run, tmp_path / "resumed")
     assert main(["--resume", str(tmp_path / "resumed"), "--checkpoint", "4", "--quiet"]) == 0
     assert rows(tmp_path / "resumed") == got
@@ -324,13 +379,13 @@ def test_advantage_filter_keeps_the_steps_whose_return_beats_the_value():
     """A drawn step is imitated only where its return (plus the stand-in value after a time-out)
     exceeds the critic's value of its state."""
     part = DemonstrationPart(
-        name="demonstrations", obs={}, actions=jnp.zeros((4, 1)), coef=1.0, iterations=1,
+        name="demonstrations", obs={}, labels=jnp.zeros((4, 1)), coef=1.0, iterations=1,
         first_rl_iteration=0, target="mse_sum", returns=jnp.zeros(4), tail_discount=jnp.zeros(4),
         last_step=jnp.zeros(4, jnp.int32),
     )  # fmt: skip
     ctx = SimpleNamespace(critic_value=lambda obs: obs["critic"][..., 0], normalize=lambda obs: obs)
     inputs = {
-        "actions": jnp.zeros((1, 4, 1)),
+        "labels": jnp.zeros((1, 4, 1)),
         "returns": jnp.asarray([[1.0, 1.0, 1.0, 1.0]]),
         "tail_discount": jnp.asarray([[0.0, 0.0, 0.5, 0.5]]),
         "obs": {"critic": jnp.asarray([[[0.5], [2.0], [2.0], [2.0]]])},

@@ -9,8 +9,9 @@ weight that decays as RL takes over; this part does that with the pretraining's 
 term. Each minibatch sample draws one dataset step (keyed by its global env and step, so the draws
 do not depend on the device count), and the loss adds `rl_imitation_coef * (1 - k / K)` times
 the distance (`algorithm.distill_target`) between the policy's action mean on the drawn
-observations and the dataset's actions, `k` the RL iterations done, `K` `rl_imitation_iterations`;
-0 during pretraining (whose loss holds the term already) and after `K`.
+observations and the dataset's labels (`imitation_labels`: its actions, or its mean actions),
+`k` the RL iterations done, `K` `rl_imitation_iterations`; 0 during pretraining (whose loss
+holds the term already) and after `K`.
 
 With `rl_imitation_filter: advantage` a drawn step counts only where the demonstration did better
 than the policy being trained would from the same state: where the step's discounted return in
@@ -52,7 +53,7 @@ class DemonstrationPart(Part):
     }
 
     obs: dict  # observation group -> [S, ...], the dataset's raw observations
-    actions: jax.Array  # [S, A]
+    labels: jax.Array  # [S, A] the imitation targets (`imitation_labels`)
     coef: float  # the weight at the first RL iteration
     iterations: int  # RL iterations over which the weight falls to 0
     first_rl_iteration: int  # runner.pretrain_iterations
@@ -72,11 +73,11 @@ class DemonstrationPart(Part):
 
     def minibatch_inputs(self, train: Any, rollout: Any, idx: jax.Array, key: jax.Array, ctx: UpdateContext):
         """One dataset step per minibatch sample, `[T', B', ...]`: its raw observation groups and
-        action, and with the filter its return, tail discount and trajectory's last observations."""
+        imitation label, and with the filter its return, tail discount and trajectory's last observations."""
         keys, env = sample_keys(key, idx, ctx)
-        steps = jax.vmap(lambda k: jax.random.randint(k, (), 0, self.actions.shape[0]))(keys)
+        steps = jax.vmap(lambda k: jax.random.randint(k, (), 0, self.labels.shape[0]))(keys)
         take = lambda x, at=steps: x[at].reshape(env.shape + x.shape[1:])  # noqa: E731
-        inputs = {"obs": {k: take(v) for k, v in self.obs.items()}, "actions": take(self.actions)}
+        inputs = {"obs": {k: take(v) for k, v in self.obs.items()}, "labels": take(self.labels)}
         if self.returns is not None:
             inputs["returns"] = take(self.returns)
             inputs["tail_discount"] = take(self.tail_discount)
@@ -87,7 +88,7 @@ class DemonstrationPart(Part):
         """1 where the drawn step's return beats the critic's value of its state, else 0 (all 1
         without the filter); no gradient flows through it."""
         if self.returns is None:
-            return jnp.ones(inputs["actions"].shape[:-1])
+            return jnp.ones(inputs["labels"].shape[:-1])
         value = lambda obs: ctx.critic_value(ctx.normalize(obs))  # noqa: E731
         ret = inputs["returns"] + inputs["tail_discount"] * value(inputs["last_obs"])
         return jax.lax.stop_gradient((ret > value(inputs["obs"])).astype(jnp.float32))
@@ -97,7 +98,7 @@ class DemonstrationPart(Part):
         # the policy's std does not depend on the observation (scalar or log std parameters)
         std = jnp.broadcast_to(ctx.std[:, :1], mean.shape)
         kept = self.kept(ctx, inputs)
-        distance = distillation_distance(self.target, mean, std, inputs["actions"])
+        distance = distillation_distance(self.target, mean, std, inputs["labels"])
         weight = self.weight(ctx.iteration)
         return (
             {"rl_imitation_loss": jnp.mean(kept * distance)},
@@ -156,7 +157,7 @@ def make_demonstration_part(name: str, env: Any, cfg: Any, groups: dict) -> Demo
     return DemonstrationPart(
         name=name,
         obs={k: jnp.asarray(v) for k, v in arrays.obs.items()},
-        actions=jnp.asarray(arrays.actions),
+        labels=jnp.asarray(arrays.labels),
         coef=float(settings["rl_imitation_coef"]),
         iterations=int(settings["rl_imitation_iterations"]),
         first_rl_iteration=cfg.runner.pretrain_iterations,

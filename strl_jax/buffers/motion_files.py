@@ -8,8 +8,10 @@
   whatever the writer records (source run, checkpoint, options, counts);
 - one `<name>.npz` per trajectory with `amp_obs` `[T + 1, d]` float32 frames (the state each
   step acted on, plus the state reached by the last step), and optionally the per-step arrays
-  `obs [T, ...]`, `actions [T, a]`, `rewards [T]`, `dones [T]` (1 at the episode's last step) and
-  `timeouts [T]` (1 where the episode ended at the time limit rather than by termination).
+  `obs [T, ...]`, `actions [T, a]`, `rewards [T]`, `dones [T]` (1 at the episode's last step),
+  `timeouts [T]` (1 where the episode ended at the time limit rather than by termination) and
+  `mean_actions [T, a]` (the policy's deterministic action at each step: the executed one, unless
+  `--sample_actions` executed a sample).
 
 A **DAgger dataset** (written by `python -m strl_jax.dagger`, `writer: strl_jax.dagger` in its
 metadata) has the same layout without AMP frames (it is not a motion source): per trajectory the

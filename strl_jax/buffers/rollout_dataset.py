@@ -30,7 +30,10 @@ OPTION = "runner.pretrain_dataset"
 # and the imitation term carried into the RL iterations (strl_jax's, `agents.demonstrations`):
 # its weight at the switch, `rl_imitation_coef` (0: off, st_rl), falling linearly to 0 over
 # `rl_imitation_iterations` RL iterations, on every drawn step or (`rl_imitation_filter:
-# advantage`) only on those whose return beats the critic's value of their state.
+# advantage`) only on those whose return beats the critic's value of their state. Both imitation
+# terms pull towards `imitation_labels` (strl_jax's): the executed `actions` (st_rl's), or the
+# `mean_actions` a `strl_jax.collect` dataset records beside them (the demonstrator's
+# deterministic action where its executed one was a noisy sample).
 KEYS = (
     "data_dir",
     "dataset_loops",
@@ -40,8 +43,10 @@ KEYS = (
     "rl_imitation_coef",
     "rl_imitation_iterations",
     "rl_imitation_filter",
+    "imitation_labels",
 )
 RL_IMITATION_FILTERS = ("none", "advantage")
+IMITATION_LABELS = ("actions", "mean_actions")
 DEFAULTS = {
     "dataset_loops": 1,
     "random_shuffle_traj_order": False,
@@ -50,6 +55,7 @@ DEFAULTS = {
     "rl_imitation_coef": 0.0,
     "rl_imitation_iterations": 0,
     "rl_imitation_filter": "none",
+    "imitation_labels": "actions",
 }
 # The transitions' field (under `Transition.parts`) holding the dataset's actions as labels.
 DATASET_LABELS = "dataset"
@@ -62,7 +68,8 @@ class DatasetArrays:
     `start[j] : start[j] + length[j]`."""
 
     obs: dict[str, jax.Array]  # observation group -> [S, ...]
-    actions: jax.Array  # [S, A]
+    actions: jax.Array  # [S, A] the executed actions
+    labels: jax.Array  # [S, A] the imitation terms' targets (`imitation_labels`)
     rewards: jax.Array  # [S]
     dones: jax.Array  # [S] float: 1 at a trajectory's last step
     timeouts: jax.Array  # [S] float: 1 where that last step was the time limit
@@ -123,6 +130,11 @@ def pretrain_settings(raw: dict) -> dict[str, Any]:
             f"{OPTION}.rl_imitation_filter must be one of {list(RL_IMITATION_FILTERS)}, "
             f"got {settings['rl_imitation_filter']!r}"
         )
+    if settings["imitation_labels"] not in IMITATION_LABELS:
+        raise ConfigError(
+            f"{OPTION}.imitation_labels must be one of {list(IMITATION_LABELS)}, "
+            f"got {settings['imitation_labels']!r}"
+        )
     settings["learning_rate"] = fixed_rate(settings["learning_rate"])
     return settings
 
@@ -146,11 +158,12 @@ def fixed_rate(value: Any) -> float | None:
     return float(rate)
 
 
-def read_pieces(files: list) -> dict[str, list[np.ndarray]]:
+def read_pieces(files: list, labels: str = "actions") -> dict[str, list[np.ndarray]]:
     """Per trajectory file: policy and critic observations (`critic_obs`, else `obs`), actions,
-    rewards, dones (1 at the last step, whatever the file says) and time-outs (0 if absent)."""
+    imitation labels (the file's `labels` array), rewards, dones (1 at the last step, whatever
+    the file says) and time-outs (0 if absent)."""
     pieces: dict[str, list[np.ndarray]] = {
-        k: [] for k in ("policy", "critic", "actions", "rewards", "dones", "timeouts")
+        k: [] for k in ("policy", "critic", "actions", "labels", "rewards", "dones", "timeouts")
     }
     for path in files:
         with np.load(path) as data:
@@ -159,6 +172,13 @@ def read_pieces(files: list) -> dict[str, list[np.ndarray]]:
                 raise ConfigError(
                     f"{path}: missing {missing}; write datasets with python -m strl_jax.collect"
                 )
+            if labels not in data:
+                raise ConfigError(
+                    f"{path} holds no {labels!r} for {OPTION}.imitation_labels: {labels}; "
+                    f"python -m strl_jax.collect records them (the file holds {sorted(data.files)}), "
+                    "or imitate the executed actions with imitation_labels: actions"
+                )
+            pieces["labels"].append(data[labels])
             pieces["policy"].append(data["obs"])
             pieces["critic"].append(data["critic_obs"] if "critic_obs" in data else data["obs"])
             pieces["actions"].append(data["actions"])
@@ -192,7 +212,7 @@ def load_dataset_arrays(
             f"{where}: the policy reads observation groups {unknown}, which datasets do not store "
             "(they hold the policy and critic groups)"
         )
-    pieces = read_pieces(files)
+    pieces = read_pieces(files, settings["imitation_labels"])
     lengths = np.asarray([len(r) for r in pieces["rewards"]], np.int32)
     obs = {}
     for group, shape in groups.items():
@@ -205,9 +225,14 @@ def load_dataset_arrays(
     actions = np.concatenate(pieces["actions"]).astype(np.float32)
     if actions.shape[1:] != (action_size,):
         raise ConfigError(f"{where}: actions of size {actions.shape[1:]}, the env's {action_size}")
+    labels = np.concatenate(pieces["labels"]).astype(np.float32)
+    if labels.shape != actions.shape:
+        name = settings["imitation_labels"]
+        raise ConfigError(f"{where}: {name} of size {labels.shape[1:]}, the env's {action_size}")
     return DatasetArrays(
         obs=obs,
         actions=actions,
+        labels=labels,
         rewards=np.concatenate(pieces["rewards"]).astype(np.float32),
         dones=np.concatenate(pieces["dones"]),
         timeouts=np.concatenate(pieces["timeouts"]),

@@ -30,12 +30,13 @@ def act_in_env(
 ):
     """Steps of `act` in `env` from `carry = (env state, observations, hidden)`, one per key (or
     `length` steps without keys), as a `lax.scan`: `(carry', records [T, ...])`. The hidden state
-    of finished episodes restarts from zero; the env resets them itself."""
+    of finished episodes restarts from zero; the env resets them itself. `act` may return
+    `((executed action, anything else), hidden')`: the env takes the first, `record` gets both."""
 
     def step(carry, key):
         env_state, obs, hidden = carry
         action, hidden = act(obs, hidden, key)
-        next_state, res = env.step(env_state, action)
+        next_state, res = env.step(env_state, action[0] if isinstance(action, tuple) else action)
         hidden = reset_hidden(hidden, res.terminated | res.truncated)
         return (next_state, res.obs, hidden), record(env_state, obs, action, res)
 

@@ -278,16 +278,17 @@ def dataset_rollout(
 ):
     """`num_steps_per_env` replayed steps per virtual env: the dataset's observations, actions,
     rewards and dones, with the current policy's values, log-probabilities, mean and std of
-    those actions (st_rl's `collect_transition_from_dataset`). Time-outs bootstrap from the
-    value of the last observation (the datasets hold no final observation)."""
+    those actions (st_rl's `collect_transition_from_dataset`), and the imitation term's labels
+    (`imitation_labels`). Time-outs bootstrap from the value of the last observation (the
+    datasets hold no final observation)."""
     del key  # nothing is drawn: the actions are the dataset's
     alg = learner.cfg.algorithm
     params, normalizers = train_state.params, train_state.normalizers
     hidden = learner.model.initial_hidden(learner.env.num_envs)
     no_fields = {p.name: {} for p in learner.parts}  # parts store nothing for replayed steps
 
-    def labels(actions: jax.Array) -> dict:
-        return {DATASET_LABELS: {"action_labels": actions}} if learner.pretrain_imitation else {}
+    def imitation_labels(labels: jax.Array) -> dict:
+        return {DATASET_LABELS: {"action_labels": labels}} if learner.pretrain_imitation else {}
 
     def step(cursor, _):
         index = step_index(dataset, cursor)
@@ -306,8 +307,7 @@ def dataset_rollout(
             values=values,
             rewards=bootstrap_timeouts(reward * alg.reward_scale, truncated, values, alg.gamma),
             dones=done,
-            parts=no_fields
-            | ({DATASET_LABELS: {"action_labels": actions}} if learner.pretrain_imitation else {}),
+            parts=no_fields | imitation_labels(dataset.labels[index]),
         )
         sums = episode_sums(cursor.episode_return + reward, cursor.episode_length + 1, {}, reward, done)
         sums |= {"parts": no_fields}
