@@ -57,7 +57,7 @@ DEFAULTS = {
     "rl_imitation_filter": "none",
     "imitation_labels": "actions",
 }
-# The transitions' field (under `Transition.parts`) holding the dataset's actions as labels.
+# The transitions' field (under `Transition.parts`) holding the imitation labels of replayed steps.
 DATASET_LABELS = "dataset"
 CYCLE_PASSES = 8
 
