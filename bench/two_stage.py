@@ -15,8 +15,9 @@ the first checkpoint with the run's best deterministic evaluation. Each seed the
 - two-stage + RL imitation  (`--rl-imitation COEF ITERATIONS`, 0 0 leaves it out) the same, with
               the imitation term carried into the RL iterations (`rl_imitation_coef`, falling
               linearly to 0 over `rl_imitation_iterations`, `agents.demonstrations`), on the
-              dataset steps `--rl-imitation-filter` keeps (default `advantage`: those whose return
-              beats the critic's value);
+              dataset steps `--rl-imitation-filter` keeps (default `reward`: all of them in the
+              iterations whose rollout earns less or falls more per step than the dataset;
+              `advantage`: those whose return beats the critic's value);
 - st_rl rate  (`--st-rl-arm`) the same pretraining with st_rl's rate handling (the adaptive rule
               runs), the default imitation weight 1 and the executed actions as labels,
               evaluated before any env step only;
@@ -33,7 +34,8 @@ For the Brax tasks, the deterministic evaluation return (16 envs) is printed aga
 each arm has taken, so pretraining's iterations count for nothing; also the fraction of the
 expert's return before any env step, the lowest learning rate of the pretraining iterations,
 whether each two-stage arm stays ahead of RL alone at every evaluation until both have reached the
-expert's return, and the time each arm took. An expert already trained in `--out` is reused.
+expert's return, the share of dataset steps the filter kept while the pull lasted, and the time
+each arm took. An expert already trained in `--out` is reused.
 
     python bench/two_stage.py --out /tmp/two_stage          # hopper, walker2d, halfcheetah; seeds 2-4
     python bench/two_stage.py --tasks Go1JoystickFlatTerrain --out /tmp/two_stage_go1
@@ -73,6 +75,8 @@ TASKS = {
         "iterations": 20,
         "eval_every": 5,
         "dataset_steps": 3200,
+        # a fixed-base task has no default AMP frame, and collect records one for every Brax task
+        "collect": ["--amp_obs_components", "joint_pos,joint_vel"],
     },
     **{
         task: {"config": task, **BRAX, "dataset_steps": 20000, "expert_iterations": iterations}
@@ -121,8 +125,8 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument(
         "--rl-imitation-filter",
-        choices=["none", "advantage"],
-        default="advantage",
+        choices=["none", "advantage", "reward"],
+        default="reward",
         help="rl_imitation_filter of the '+ RL imitation' arm",
     )
     p.add_argument(
@@ -220,7 +224,7 @@ def run_task(task: str, args: argparse.Namespace) -> dict:
     if not data.exists():
         steps = args.dataset_steps or spec["dataset_steps"]
         collect = [str(expert), "--out", str(data), "--num_envs", "16", "--min_timesteps", str(steps),
-                   "--sample_actions"]  # fmt: skip
+                   "--sample_actions", *spec.get("collect", [])]  # fmt: skip
         assert collect_main(collect) == 0
     print(f"{task}: expert {expert} return {expert_return:.1f}; dataset {data} ({time.time() - start:.0f} s)")
     evals = [f"runner.eval_interval={every}"]
@@ -255,6 +259,7 @@ def run_task(task: str, args: argparse.Namespace) -> dict:
     curves: dict[str, dict[int, dict[int, float]]] = {arm: {} for arm in arms}
     times: dict[str, list[float]] = {arm: [] for arm in arms}
     lowest_rate: dict[str, dict[int, float]] = {arm: {} for arm in arms}
+    pull_kept: dict[str, dict[int, float]] = {arm: {} for arm in arms}
     for seed in args.seeds:
         for arm, overrides in arms.items():
             cfg = resolve_config(spec["config"], overrides=[*spec["common"], *overrides, f"seed={seed}"])
@@ -267,6 +272,9 @@ def run_task(task: str, args: argparse.Namespace) -> dict:
             rates = [r["learning_rate"] for r in result.rows if r.get("pretraining")]
             if rates:
                 lowest_rate[arm][seed] = min(rates)
+            kept = [r["rl_imitation_kept"] for r in result.rows if r.get("rl_imitation_weight", 0) > 0]
+            if kept:
+                pull_kept[arm][seed] = statistics.mean(kept)
             print(f"{task} {arm} seed {seed}: {curves[arm][seed]}", flush=True)
     return {
         "expert": str(expert),
@@ -274,6 +282,8 @@ def run_task(task: str, args: argparse.Namespace) -> dict:
         "curves": curves,
         "times": times,
         "lowest_pretraining_rate": lowest_rate,
+        # the mean share of drawn dataset steps the filter kept while the pull's weight was > 0
+        "pull_kept": {arm: by_seed for arm, by_seed in pull_kept.items() if by_seed},
         "ahead_until_expert": {
             arm: {
                 seed: stays_ahead(curves[arm][seed], curves["RL alone"][seed], expert_return)
@@ -357,6 +367,9 @@ def report(task: str, r: dict) -> str:
             seeds = ", ".join(map(str, by_seed))
             lines.append(f"{arm}: before any env step {shares} of the expert's return (seeds {seeds}); "
                          f"lowest pretraining rate {rates}")  # fmt: skip
+    for arm, by_seed in r.get("pull_kept", {}).items():
+        kept = ", ".join(f"{v:.0%}" for v in by_seed.values())
+        lines.append(f"{arm}: dataset steps kept while the pull's weight was > 0: {kept}")
     alone = mean_curve(r["curves"]["RL alone"])
     for arm, ahead in r["ahead_until_expert"].items():
         on_means = stays_ahead(mean_curve(r["curves"][arm]), alone, r["expert_return"])

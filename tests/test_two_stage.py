@@ -12,13 +12,15 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from learning_runs import PENDULUM_COMMON
 from tiny_config import tiny
 
-from strl_jax.agents.demonstrations import DemonstrationPart, dataset_returns
+from strl_jax.agents.demonstrations import DemonstrationPart, dataset_per_step, dataset_returns
+from strl_jax.agents.parts import UpdateContext
 from strl_jax.buffers.motion_files import METADATA_FILE, write_trajectory
 from strl_jax.buffers.rollout_dataset import (
     DatasetCursor,
@@ -132,7 +134,7 @@ def test_shuffled_order_is_a_permutation_per_pass(tmp_path):
         ({"data_dir": "x", "rl_imitation_iterations": 2.5}, "rl_imitation_iterations must be an integer"),
         (
             {"data_dir": "x", "rl_imitation_filter": "q"},
-            "rl_imitation_filter must be one of \\['none', 'advantage'\\]",
+            "rl_imitation_filter must be one of \\['none', 'advantage', 'reward'\\]",
         ),
         (
             {"data_dir": "x", "imitation_labels": "teacher"},
@@ -397,13 +399,65 @@ def test_advantage_filter_keeps_the_steps_whose_return_beats_the_value():
     assert part.kept(ctx, inputs).tolist() == [[1.0, 1.0, 1.0, 1.0]]  # no filter: every step
 
 
-@pytest.mark.parametrize("reward, kept", [(1000.0, 1.0), (-1000.0, 0.0)])
+def test_reward_gate_pulls_while_the_rollout_earns_less_or_falls_more_than_the_dataset():
+    """`rl_imitation_filter: reward`: the rollout's env reward and terminations per step, averaged
+    over every env on every device (two devices here, as a named vmap axis), against the
+    dataset's; a pretraining iteration (no stored fields) leaves the gate's inputs alone."""
+    part = DemonstrationPart(
+        name="demonstrations", obs={}, labels=jnp.zeros((4, 1)), coef=1.0, iterations=1,
+        first_rl_iteration=0, target="mse_sum", dataset_reward=1.0, dataset_terminations=0.1,
+    )  # fmt: skip
+    ctx = SimpleNamespace(axis_name="devices", num_envs=3)
+    assert jax.tree.map(jnp.shape, part.init(None, ctx)[1]) == {"reward": (3,), "terminations": (3,)}
+
+    update = UpdateContext(axis_name=None, num_envs=3, env_ids=jnp.arange(3), recurrent=False, steps=5)
+
+    def gate(rewards, terminations):  # per device -> each device's `kept` on a 2 x 2 minibatch
+        def on_device(reward, terminated):
+            fields = {"env_reward": jnp.full((5, 3), reward), "terminated": jnp.full((5, 3), terminated)}
+            rollout = part.before_update(None, part.init(None, ctx)[1], fields, ctx)
+            inputs = part.minibatch_inputs(None, rollout, jnp.arange(4), jax.random.PRNGKey(0), update)
+            return part.kept(None, inputs).reshape(2, 2)
+
+        return jax.vmap(on_device, axis_name="devices")(jnp.asarray(rewards), jnp.asarray(terminations))
+
+    pulled, released = [[[1.0, 1.0]] * 2] * 2, [[[0.0, 0.0]] * 2] * 2
+    assert gate([0.5, 1.3], [0.0, 0.0]).tolist() == pulled  # 0.9 per step < 1
+    assert gate([0.9, 1.3], [0.0, 0.1]).tolist() == released  # 1.1 > 1, 0.05 terminations < 0.1
+    assert gate([0.9, 1.3], [0.0, 0.3]).tolist() == pulled  # 0.15 terminations per step > 0.1
+    one_device = SimpleNamespace(axis_name=None, num_envs=3)
+    fields = {"env_reward": jnp.asarray([[0.5, 1.0, 1.5], [2.0, 2.5, 3.0]]), "terminated": jnp.eye(2, 3)}
+    rollout = part.before_update(None, None, fields, one_device)
+    np.testing.assert_allclose(rollout["reward"], [1.75] * 3)
+    np.testing.assert_allclose(rollout["terminations"], [1 / 3] * 3, rtol=1e-6)
+    assert part.before_update(None, rollout, {}, ctx) is rollout
+
+
+def test_dataset_per_step_counts_terminations_not_time_outs(tmp_path):
+    """The reward gate's dataset side: mean reward per step, and the trajectories that ended
+    before the time limit per step."""
+    write_dataset(tmp_path / "d", 2, 1, lengths=[3, 2, 5], reward=0.25)  # trajectory 1: a time-out
+    arrays = load_dataset_arrays(pretrain_settings({"data_dir": str(tmp_path / "d")}), {"policy": (2,)}, 1, 0)
+    assert dataset_per_step(arrays) == (0.25, 0.2)
+
+
+@pytest.mark.parametrize(
+    "filter_, reward, kept",
+    [
+        ("advantage", 1000.0, 1.0),
+        ("advantage", -1000.0, 0.0),
+        ("reward", 1000.0, 1.0),
+        ("reward", -1000.0, 0.0),
+    ],
+)
 def test_rl_imitation_filter_pulls_only_towards_demonstrations_that_did_better(
-    tiny_two_stage, tmp_path, reward, kept
+    tiny_two_stage, tmp_path, filter_, reward, kept
 ):
-    """`rl_imitation_filter: advantage` through a run: demonstrations whose returns are far above
-    anything the critic expects are all imitated (the action mean is pulled to them); those far
-    below are none (the mean is left where the RL updates put it)."""
+    """`rl_imitation_filter` through a run: demonstrations whose returns are far above anything the
+    critic expects (`advantage`), or whose reward per step is far above the rollouts' (`reward`),
+    are all imitated (the action mean is pulled to them); those far below are none (the mean is
+    left where the RL updates put it). A gated run resumed mid-pull repeats every row (the gate's
+    inputs are rollout state)."""
     overrides, root = tiny_two_stage
     env = build_programs(resolve_config("inverted_pendulum", overrides=tiny())).env
     write_dataset(
@@ -414,7 +468,7 @@ def test_rl_imitation_filter_pulls_only_towards_demonstrations_that_did_better(
     carried += [
         "runner.pretrain_iterations=2",
         f"runner.pretrain_dataset={{{data}, rl_imitation_coef: 300, rl_imitation_iterations: 4, "
-        "rl_imitation_filter: advantage}",
+        f"rl_imitation_filter: {filter_}}}",
     ]
     assert main(["--log_dir", str(tmp_path / "run"), "--quiet", *carried]) == 0
     got = rows(tmp_path / "run")[2:]
@@ -424,3 +478,7 @@ def test_rl_imitation_filter_pulls_only_towards_demonstrations_that_did_better(
         assert distance[-1] < 0.5 * distance[0], distance  # measured 0.36 x
     else:
         assert distance[-1] > 0.8 * distance[0], distance  # measured 1.58 x
+    if filter_ == "reward":
+        shutil.copytree(tmp_path / "run", tmp_path / "resumed")
+        assert main(["--resume", str(tmp_path / "resumed"), "--checkpoint", "4", "--quiet"]) == 0
+        assert rows(tmp_path / "resumed") == rows(tmp_path / "run")

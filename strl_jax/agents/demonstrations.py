@@ -24,6 +24,18 @@ being pulled back to them, and one that falls behind them is pulled harder; the 
 mean over all drawn steps, so its size follows the share kept (logged as `rl_imitation_kept`;
 `rl_imitation` is the distance over all of them, kept or not).
 
+The comparison is only as good as the critic, and PPO's critic lags behind returns that grow: on
+halfcheetah it valued the dataset's states far below their returns while the policy already
+earned more per step than the demonstrations, so every step stayed kept and the pull held the
+policy at the demonstrator's level. `rl_imitation_filter: reward` asks the rollouts instead: the
+pull acts in an RL iteration only while that iteration's rollout (every env on every device, with
+the policy's exploration noise) is behind the dataset (recorded with the demonstrator's noise
+where `collect --sample_actions` made it) in env reward per step (unscaled) or in terminations
+per step (episodes ended by the task, not by the time limit). Reward per step alone would release
+a hopper that runs fast and falls: its falls are what its episodes lose. The gate compares
+measured quantities, no estimate; it releases the pull whole once the policy does as well as its
+demonstrations on both counts, and takes it up again if it falls back.
+
 The dataset's observation groups and actions are device arrays compiled into the update as
 constants, like AMP's motion library.
 """
@@ -37,7 +49,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from strl_jax.agents.parts import LossContext, Part, PartBuild, UpdateContext, sample_keys
+from strl_jax.agents.parts import (
+    EnvStep,
+    InitContext,
+    LossContext,
+    Part,
+    PartBuild,
+    StepContext,
+    StepOutput,
+    UpdateContext,
+    sample_keys,
+)
 from strl_jax.agents.tppo import distillation_distance
 from strl_jax.buffers.rollout_dataset import DatasetArrays, load_dataset_arrays, pretrain_settings
 
@@ -64,6 +86,35 @@ class DemonstrationPart(Part):
     returns: jax.Array | None = None  # [S]
     tail_discount: jax.Array | None = None  # [S]
     last_step: jax.Array | None = None  # [S] int32
+    # `rl_imitation_filter: reward`: the dataset's mean reward and terminations per step; None: no gate
+    dataset_reward: float | None = None
+    dataset_terminations: float | None = None
+
+    def init(self, key: jax.Array, ctx: InitContext) -> tuple[None, dict | None]:
+        """With the reward gate, the rollout state is the last rollout's reward and terminations
+        per step, one copy per env (rollout states are sharded over the env axis)."""
+        if self.dataset_reward is None:
+            return None, None
+        zeros = jnp.zeros((ctx.num_envs,), jnp.float32)
+        return None, {"reward": zeros, "terminations": zeros}
+
+    def on_step(
+        self, train: Any, rollout: Any, ctx: StepContext, env: EnvStep, reward: jax.Array, acted: Any
+    ) -> StepOutput:
+        fields = {}
+        if self.dataset_reward is not None:
+            fields = {"env_reward": env.reward, "terminated": env.terminated.astype(jnp.float32)}
+        return StepOutput(reward=reward, rollout=rollout, fields=fields)
+
+    def before_update(self, train: Any, rollout: Any, fields: dict, ctx: UpdateContext) -> Any:
+        """The reward gate's inputs: the whole rollout's env reward and terminations per step, all
+        devices (unchanged after a pretraining iteration, whose replayed steps store no fields)."""
+        if "env_reward" not in fields:
+            return rollout
+        per_step = {"reward": jnp.mean(fields["env_reward"]), "terminations": jnp.mean(fields["terminated"])}
+        if ctx.axis_name is not None:
+            per_step = jax.lax.pmean(per_step, ctx.axis_name)
+        return {k: jnp.full((ctx.num_envs,), v, jnp.float32) for k, v in per_step.items()}
 
     def weight(self, iteration: jax.Array) -> jax.Array:
         """`coef * (1 - k / K)` for the `k`-th RL iteration (`k < K`), else 0."""
@@ -78,6 +129,8 @@ class DemonstrationPart(Part):
         steps = jax.vmap(lambda k: jax.random.randint(k, (), 0, self.labels.shape[0]))(keys)
         take = lambda x, at=steps: x[at].reshape(env.shape + x.shape[1:])  # noqa: E731
         inputs = {"obs": {k: take(v) for k, v in self.obs.items()}, "labels": take(self.labels)}
+        if self.dataset_reward is not None:
+            inputs["rollout"] = {k: v[0] for k, v in rollout.items()}
         if self.returns is not None:
             inputs["returns"] = take(self.returns)
             inputs["tail_discount"] = take(self.tail_discount)
@@ -85,10 +138,19 @@ class DemonstrationPart(Part):
         return inputs
 
     def kept(self, ctx: LossContext, inputs: dict) -> jax.Array:
-        """1 where the drawn step's return beats the critic's value of its state, else 0 (all 1
-        without the filter); no gradient flows through it."""
+        """1 where the drawn step counts, else 0: with the advantage filter where its return beats
+        the critic's value of its state, with the reward gate everywhere while the rollout earns
+        less or falls more per step than the dataset (all 1 without a filter); no gradient flows
+        through it."""
+        shape = inputs["labels"].shape[:-1]
+        if self.dataset_reward is not None:
+            rollout = inputs["rollout"]
+            behind = (rollout["reward"] < self.dataset_reward) | (
+                rollout["terminations"] > self.dataset_terminations
+            )
+            return jnp.broadcast_to(behind.astype(jnp.float32), shape)
         if self.returns is None:
-            return jnp.ones(inputs["labels"].shape[:-1])
+            return jnp.ones(shape)
         value = lambda obs: ctx.critic_value(ctx.normalize(obs))  # noqa: E731
         ret = inputs["returns"] + inputs["tail_discount"] * value(inputs["last_obs"])
         return jax.lax.stop_gradient((ret > value(inputs["obs"])).astype(jnp.float32))
@@ -133,6 +195,14 @@ def dataset_returns(
     return returns.astype(np.float32), tail.astype(np.float32), last
 
 
+def dataset_per_step(arrays: DatasetArrays) -> tuple[float, float]:
+    """`(mean reward per step, terminations per step)` of a dataset: a trajectory's last step is a
+    termination unless it was the time limit."""
+    rewards = np.asarray(arrays.rewards, np.float64)
+    terminations = np.asarray(arrays.dones, np.float64) * (1.0 - np.asarray(arrays.timeouts, np.float64))
+    return float(np.mean(rewards)), float(np.mean(terminations))
+
+
 def rl_imitation_active(cfg: Any) -> bool:
     """Whether a run carries the pretraining's imitation term into its RL iterations."""
     runner = cfg.runner
@@ -147,10 +217,14 @@ def make_demonstration_part(name: str, env: Any, cfg: Any, groups: dict) -> Demo
     settings = pretrain_settings(cfg.runner.pretrain_dataset)
     # two-stage runs have feed-forward policies (configs.loader refuses others), so a dataset
     # step's value needs no memory
-    filtered = settings["rl_imitation_filter"] == "advantage"
+    filter_ = settings["rl_imitation_filter"]
     arrays = load_dataset_arrays(settings, groups, env.action_size, cfg.seed)
     filter_arrays = {}
-    if filtered:
+    if filter_ == "reward":
+        filter_arrays.update(
+            zip(("dataset_reward", "dataset_terminations"), dataset_per_step(arrays), strict=True)
+        )
+    if filter_ == "advantage":
         computed = dataset_returns(arrays, cfg.algorithm.gamma, cfg.algorithm.reward_scale)
         names = ("returns", "tail_discount", "last_step")
         filter_arrays = dict(zip(names, map(jnp.asarray, computed), strict=True))

@@ -81,6 +81,7 @@ class EnvStep:
     final_obs: dict  # the pre-reset observation of finished episodes, `obs` elsewhere
     reward: jax.Array  # [N] the env's reward, unscaled
     done: jax.Array  # [N] bool: terminated or truncated
+    terminated: jax.Array | None = None  # [N] bool: ended by the task (a fall), not by the time limit
 
 
 @dataclasses.dataclass(frozen=True)

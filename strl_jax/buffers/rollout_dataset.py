@@ -30,7 +30,8 @@ OPTION = "runner.pretrain_dataset"
 # and the imitation term carried into the RL iterations (strl_jax's, `agents.demonstrations`):
 # its weight at the switch, `rl_imitation_coef` (0: off, st_rl), falling linearly to 0 over
 # `rl_imitation_iterations` RL iterations, on every drawn step or (`rl_imitation_filter:
-# advantage`) only on those whose return beats the critic's value of their state. Both imitation
+# advantage`) only on those whose return beats the critic's value of their state, or (`reward`) in
+# the iterations whose rollout earns less per step than the dataset. Both imitation
 # terms pull towards `imitation_labels` (strl_jax's): the executed `actions` (st_rl's), or the
 # `mean_actions` a `strl_jax.collect` dataset records beside them (the demonstrator's
 # deterministic action where its executed one was a noisy sample).
@@ -45,7 +46,7 @@ KEYS = (
     "rl_imitation_filter",
     "imitation_labels",
 )
-RL_IMITATION_FILTERS = ("none", "advantage")
+RL_IMITATION_FILTERS = ("none", "advantage", "reward")
 IMITATION_LABELS = ("actions", "mean_actions")
 DEFAULTS = {
     "dataset_loops": 1,

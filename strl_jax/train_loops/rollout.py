@@ -140,7 +140,9 @@ def rollout_step(learner: Learner, train_state: TrainState, rs: RolloutState, st
     env_state, res = learner.env.step(rs.env_state, actions)
     bootstrap_values = timeout_bootstrap_values(learner, train_state, res, hidden, values)
     done = res.terminated | res.truncated
-    env_step = EnvStep(obs=res.obs, final_obs=res.final_obs, reward=res.reward, done=done)
+    env_step = EnvStep(
+        obs=res.obs, final_obs=res.final_obs, reward=res.reward, done=done, terminated=res.terminated
+    )
     reward, rollout_parts, fields, part_sums = parts_on_step(learner, train_state, rs, ctx, env_step, acted)
     rewards = bootstrap_timeouts(reward, res.truncated, bootstrap_values, cfg.algorithm.gamma)
     stored = raw if dist.squashed else actions  # what the update's log-probability reads
