@@ -31,7 +31,7 @@ OPTION = "runner.pretrain_dataset"
 # its weight at the switch, `rl_imitation_coef` (0: off, st_rl), falling linearly to 0 over
 # `rl_imitation_iterations` RL iterations, on every drawn step or (`rl_imitation_filter:
 # advantage`) only on those whose return beats the critic's value of their state, or (`reward`) in
-# the iterations whose rollout earns less per step than the dataset. Both imitation
+# the iterations whose rollout earns less or falls more per step than the dataset. Both imitation
 # terms pull towards `imitation_labels` (strl_jax's): the executed `actions` (st_rl's), or the
 # `mean_actions` a `strl_jax.collect` dataset records beside them (the demonstrator's
 # deterministic action where its executed one was a noisy sample).
