@@ -45,14 +45,18 @@ ratio strl_jax time to target / peer time to target) and go1_walk.png (velrmsd a
 wall time and env steps, the target line, strl_jax's seeds in blues, the peer's in oranges; hollow
 markers: falls above `--max-falls`). runs/ holds the run folders and checkpoints, logs/ the
 workers' output. `--eval-only` re-evaluates the checkpoints listed in an existing runs.json.
+`--resume` continues an invocation that was stopped (the whole benchmark takes five hours and its
+evaluations): the runs whose training finished are kept, the others are trained
+again from the start; each run records the machine it trained on, and the summary names them
+when they differ.
 
     # the benchmark: 3 x 60 minutes of strl_jax, 120 minutes of the peer, then the evaluations
     python bench/go1_walk.py --out /tmp/go1_walk
-    # the same before configs/Go1JoystickFlatTerrain_cpu.yaml exists: the GPU preset at CPU size
-    python bench/go1_walk.py --preset Go1JoystickFlatTerrain --set env.num_envs=256 \\
-        --set runner.num_steps_per_env=24 --set algorithm.num_mini_batches=4 \\
-        --set 'policy.actor_hidden_dims=[128,128]' --set 'policy.critic_hidden_dims=[128,128]' \\
-        --set algorithm.learning_rate=0.001 --out /tmp/go1_walk
+    # after a stop: the same arguments, the same --out; finished runs are kept
+    python bench/go1_walk.py --out /tmp/go1_walk --resume
+    # another recipe: the published GPU preset at CPU size, strl_jax only
+    python bench/go1_walk.py --preset Go1JoystickFlatTerrain --set env.num_envs=512 \\
+        --set runner.num_steps_per_env=24 --set algorithm.num_mini_batches=4 --no-peer --out /tmp/go1_gpu
     # smoke test of the whole pipeline (a few minutes: one seed each, 32 envs, short evaluations)
     python bench/go1_walk.py --smoke --preset Go1JoystickFlatTerrain --out /tmp/go1_walk_smoke
 """
@@ -65,6 +69,7 @@ import json
 import math
 import os
 import pickle
+import shutil
 import statistics
 import sys
 import time
@@ -107,6 +112,7 @@ SMOKE = dict(
     episode_length=50,
 )
 CHECKPOINTS_FILE = "checkpoints.jsonl"
+TERMINATION_REWARD = "termination_reward"  # env.termination_reward in a run's trained reward
 
 
 # ---- training workers ----------------------------------------------------------------------
@@ -219,10 +225,12 @@ def peer_train_worker(spec: dict) -> dict:
 
 
 # ---- evaluation worker ---------------------------------------------------------------------
-def evaluation_env(env_cfg: Any, spec: dict, playground: dict) -> Any:
-    """The evaluation's `VecEnv`: `env_cfg`'s observation layout on the task with `playground`
-    overrides only (Playground's defaults, strl_jax's `impl: jax`), the task's randomiser, the
-    evaluation's size and episode length, no env-side action clipping, no resets."""
+def evaluation_env(env_cfg: Any, spec: dict, trained: dict) -> Any:
+    """The evaluation's `VecEnv`: `env_cfg`'s observation layout on the task with the `trained`
+    reward's Playground overrides and `termination_reward` only ({}: Playground's defaults,
+    strl_jax's `impl: jax`, no termination reward), the task's randomiser, the evaluation's size
+    and episode length, no env-side action clipping, no resets."""
+    playground = {k: v for k, v in trained.items() if k != TERMINATION_REWARD}
     from strl_jax.envs import make_env_from_config
 
     cfg = dataclasses.replace(
@@ -234,6 +242,7 @@ def evaluation_env(env_cfg: Any, spec: dict, playground: dict) -> Any:
         clip_actions=None,
         playground=playground,
         domain_randomization=True,
+        termination_reward=float(trained.get(TERMINATION_REWARD, 0.0)),
     )
     return make_env_from_config(cfg).replace(auto_reset="none")
 
@@ -370,6 +379,13 @@ def worker_main(kind: str, spec_path: str, out_path: str) -> int:
 
 
 # ---- plans ---------------------------------------------------------------------------------
+def trained_reward(playground: dict, termination_reward: float) -> dict:
+    """What the preset's reward changes: its Playground reward overrides (`reward_config.*`) and
+    strl_jax's `env.termination_reward` (under that name) when it is on."""
+    out = {k: v for k, v in playground.items() if k.startswith("reward_config.")}
+    return out | ({TERMINATION_REWARD: termination_reward} if termination_reward else {})
+
+
 def strl_plan(args: argparse.Namespace, seed: int) -> dict:
     """The strl_jax worker's spec: preset + protocol + --set, and what the summary needs."""
     from strl_jax.configs.loader import available_presets, resolve_config
@@ -395,7 +411,7 @@ def strl_plan(args: argparse.Namespace, seed: int) -> dict:
         "seed": seed,
         "label": f"strl_jax-seed{seed}",
         "num_envs": cfg.env.num_envs,
-        "trained_reward": {k: v for k, v in playground.items() if k.startswith("reward_config.")},
+        "trained_reward": trained_reward(playground, cfg.env.termination_reward),
         "other_playground": {k: v for k, v in playground.items() if not k.startswith("reward_config.")},
         "domain_randomization": cfg.env.domain_randomization,
         "spec": {
@@ -513,6 +529,27 @@ def evaluate(record: dict, args: argparse.Namespace, out: Path) -> None:
             + (f" ({e['error']})" if "error" in e else ""),
             flush=True,
         )
+
+
+def finished_runs(out: Path, plans: list[dict]) -> dict[str, dict]:
+    """The runs of the invocation saved in `out` whose training ended without an error, by label;
+    each must have been planned as now (same preset, overrides, minutes, peer settings)."""
+    path = out / "runs.json"
+    if not path.is_file():
+        raise SystemExit(f"error: --resume needs {path} from an earlier invocation with this --out")
+    saved = {r["label"]: r for r in json.loads(path.read_text())["runs"]}
+    finished = {}
+    for plan in plans:
+        record = saved.get(plan["label"])
+        if record is None or "train" not in record or "error" in record["train"]:
+            continue
+        if record["spec"] != json.loads(json.dumps(plan["spec"])):
+            raise SystemExit(
+                f"error: --resume: {plan['label']} was trained with {json.dumps(record['spec'])}, this "
+                f"invocation plans {json.dumps(plan['spec'])}; resume with the arguments it was started with"
+            )
+        finished[plan["label"]] = {**record, "machine": record.get("machine") or {"cpu_model": "unknown"}}
+    return finished
 
 
 # ---- summary -------------------------------------------------------------------------------
@@ -721,9 +758,19 @@ def write_outputs(out: Path, info: dict, records: list[dict], args: argparse.Nam
         f"with velrmsd <= {args.target} and falls <= {args.max_falls}; times are wall seconds since the "
         "training process started (evaluation excluded).",
     ]
+    machines = {r["label"]: r["machine"]["cpu_model"] for r in records if r.get("machine")}
+    if len(set(machines.values())) > 1:
+        notes.append(
+            "The runs were trained in more than one process of a resumed invocation, on: "
+            + "; ".join(f"{label} {cpu}" for label, cpu in machines.items())
+            + "."
+        )
     trained = {k: v for r in records for k, v in (r.get("trained_reward") or {}).items()}
     if trained:
-        notes.append(f"strl_jax's trained reward: Playground's with {json.dumps(trained)}.")
+        notes.append(
+            f"strl_jax's trained reward: Playground's with {json.dumps(trained)} "
+            f"({TERMINATION_REWARD}: env.termination_reward, added on the steps that end by a fall)."
+        )
     other = {k: v for r in records for k, v in (r.get("other_playground") or {}).items() if k != "impl"}
     if other:
         notes.append(f"The strl_jax preset also trains with {json.dumps(other)} (not in the evaluation).")
@@ -772,6 +819,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--no-eval",
         action="store_true",
         help="train only; evaluate later with --eval-only (e.g. on another machine, same --out path)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the invocation in --out: keep the runs whose training finished (evaluating them "
+        "if that had not finished), train the others from the start; the arguments must plan the "
+        "same runs",
     )
     p.add_argument("--eval-envs", type=int, default=None, help="evaluation envs (default 32)")
     p.add_argument(
@@ -831,6 +885,9 @@ def main(argv: list[str] | None = None) -> int:
         plans = [strl_plan(args, seed) for seed in args.seeds]
         if not args.no_peer:
             plans += [peer_plan(args, seed, plans[0]["num_envs"]) for seed in args.peer_seeds]
+        finished = finished_runs(out, plans) if args.resume else {}
+        if args.resume:
+            info["machine"] = json.loads((out / "runs.json").read_text()).get("machine", info["machine"])
         for plan in plans:
             spec = plan["spec"]
             what = " ".join(spec["overrides"]) if "overrides" in spec else json.dumps(spec["kwargs"])
@@ -838,8 +895,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"output in {out}", flush=True)
         records = []
         for plan in plans:
+            kept = finished.get(plan["label"])
+            if kept is not None:
+                records.append(kept)
+                print(f"{plan['label']}: trained before ({kept['machine']['cpu_model']}), kept", flush=True)
+                if not args.no_eval and (not kept.get("evals") or kept.get("eval_error")):
+                    evaluate(kept, args, out)
+                    write_outputs(out, info, records, args)
+                continue
             records.append(plan)
             plan["run_dir"] = str(out / "runs" / plan["label"])
+            shutil.rmtree(plan["run_dir"], ignore_errors=True)  # a resumed invocation's unfinished run
+            plan["machine"] = machine_info()
             write_outputs(out, info, records, args)  # a kill during training keeps the run on record
             train(plan, out)
             write_outputs(out, info, records, args)

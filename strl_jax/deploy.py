@@ -266,11 +266,16 @@ def nominal_env_config(
     env_cfg: Any, episode_length: int | None = None, noise_keys: Sequence[str] = NOISE_LEVEL_KEYS[:1]
 ) -> Any:
     """The run's env config on nominal physics with noise-free observations (`noise_keys`: the
-    task's observation-noise levels, `noise_level_keys`)."""
+    task's observation-noise levels, `noise_level_keys`), rewarded by the env alone (no
+    `termination_reward`: the native side computes the env's own reward)."""
     playground = {**flatten(dict(env_cfg.playground)), **dict.fromkeys(noise_keys, 0.0)}
     length = env_cfg.episode_length if episode_length is None else episode_length
     return dataclasses.replace(
-        env_cfg, playground=playground, domain_randomization=False, episode_length=length
+        env_cfg,
+        playground=playground,
+        domain_randomization=False,
+        episode_length=length,
+        termination_reward=0.0,
     )
 
 

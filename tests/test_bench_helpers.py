@@ -4,11 +4,13 @@ the names of the runner's loop the strl_jax workers set for a call."""
 from __future__ import annotations
 
 import inspect
+import json
 import sys
 from pathlib import Path
 
 import jax
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
@@ -44,3 +46,52 @@ def test_the_loop_looks_up_the_names_the_bench_workers_set():
     assert "save_members" in runner.run_loop.__code__.co_names
     parameters = list(inspect.signature(runner.save_members).parameters)
     assert parameters == ["axis", "members", "state", "iteration", "meta"]
+
+
+def test_go1_walk_evaluates_the_task_reward_and_the_trained_one():
+    """The unmodified task has neither the preset's reward weights nor its termination reward; the
+    trained-reward env has both (bench/go1_walk.py reports the two returns side by side)."""
+    import go1_walk
+
+    from strl_jax.configs import resolve_config
+    from strl_jax.envs.native_physics import mjx_env_of
+    from strl_jax.envs.playground_env import flatten
+
+    cfg = resolve_config(
+        "Go1JoystickFlatTerrain_cpu",
+        overrides=["env.termination_reward=-4.0", "env.playground.reward_config.scales.pose=0.7"],
+    )
+    trained = go1_walk.trained_reward(flatten(cfg.env.playground), cfg.env.termination_reward)
+    assert trained["termination_reward"] == -4.0 and trained["reward_config.scales.pose"] == 0.7
+    assert "impl" not in trained and go1_walk.trained_reward({"impl": "jax"}, 0.0) == {}
+    spec = {"task": go1_walk.TASK, "eval_envs": 2, "episode_length": 5}
+    task_env = go1_walk.evaluation_env(cfg.env, spec, {})
+    trained_env = go1_walk.evaluation_env(cfg.env, spec, trained)
+    assert task_env.termination_reward == 0.0 and trained_env.termination_reward == -4.0
+    scales = lambda env: mjx_env_of(env.env)._config.reward_config.scales  # noqa: E731
+    assert scales(task_env).pose == 0.5 and scales(trained_env).pose == 0.7
+    assert scales(task_env).tracking_lin_vel == 1.0 and scales(trained_env).tracking_lin_vel == 3.0
+
+
+def test_go1_walk_resume_keeps_finished_runs_planned_as_now(tmp_path):
+    import go1_walk
+
+    spec = {"task": "Go1JoystickFlatTerrain_cpu", "overrides": ["seed=1"], "limit_s": 3600.0}
+    runs = [
+        {
+            "label": "strl_jax-seed1",
+            "spec": spec,
+            "train": {"stop_reason": "time_limit"},
+            "machine": {"cpu_model": "A"},
+        },
+        {"label": "strl_jax-seed2", "spec": {**spec, "overrides": ["seed=2"]}},  # stopped while training
+        {"label": "playground-seed1", "spec": {"kwargs": {}}, "train": {"error": "worker died"}},
+    ]
+    (tmp_path / "runs.json").write_text(json.dumps({"runs": runs}))
+    plans = [{"label": r["label"], "spec": r["spec"]} for r in runs]
+    assert list(go1_walk.finished_runs(tmp_path, plans)) == ["strl_jax-seed1"]
+    plans[0] = {**plans[0], "spec": {**spec, "limit_s": 1800.0}}
+    with pytest.raises(SystemExit, match="strl_jax-seed1 was trained with"):
+        go1_walk.finished_runs(tmp_path, plans)
+    with pytest.raises(SystemExit, match="needs"):
+        go1_walk.finished_runs(tmp_path / "elsewhere", plans)

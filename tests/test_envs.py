@@ -130,3 +130,34 @@ def test_finished_envs_restart_from_their_own_reset_key():
                 break
             s = nxt
         assert finished_any
+
+
+def test_termination_reward_is_added_on_terminations_only():
+    """`env.termination_reward` (legged_gym's termination reward, after the env's own reward):
+    added on the steps whose episode terminated, never on time-outs; the dynamics are untouched."""
+    from strl_jax.configs import resolve_config
+    from strl_jax.envs import make_env_from_config
+
+    cfg = resolve_config(
+        "inverted_pendulum",
+        overrides=["env.num_envs=4", "env.episode_length=7", "env.termination_reward=-7.5"],
+    )
+    shaped = make_env_from_config(cfg.env)
+    plain = shaped.replace(termination_reward=0.0)
+    push = jnp.concatenate([jnp.ones((2, 1)), jnp.zeros((2, 1))])  # envs 0, 1 topple; 2, 3 time out
+
+    def run(env):
+        def body(state, _):
+            state, res = env.step(state, push)
+            return state, (res.reward, res.terminated, res.truncated)
+
+        return jax.lax.scan(body, env.reset(jax.random.PRNGKey(5))[0], None, length=30)[1]
+
+    shaped_reward, terminated, truncated = jax.jit(lambda: run(shaped))()
+    plain_reward, plain_terminated, _ = jax.jit(lambda: run(plain))()
+    assert np.any(terminated) and np.any(truncated)
+    np.testing.assert_array_equal(terminated, plain_terminated)
+    np.testing.assert_allclose(shaped_reward - plain_reward, -7.5 * np.asarray(terminated), atol=1e-5)
+    assert (
+        cfg.env.termination_reward == -7.5 and resolve_config("inverted_pendulum").env.termination_reward == 0
+    )

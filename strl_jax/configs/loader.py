@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from importlib import resources
@@ -408,6 +409,14 @@ def check_positive(cfg: TrainConfig) -> None:
             raise ConfigError(f"{key} must be at least 1, got {value}")
 
 
+def check_termination_reward(cfg: TrainConfig) -> None:
+    """A number the rewards can add (nan or inf would turn every return into nan or inf)."""
+    if not math.isfinite(cfg.env.termination_reward):
+        raise ConfigError(
+            f"env.termination_reward must be a finite number (0 is off), got {cfg.env.termination_reward}"
+        )
+
+
 def check_minibatch_split(cfg: TrainConfig) -> None:
     """`num_mini_batches` divides what the minibatches split: the envs (recurrent), the batch."""
     if not algorithm_spec(cfg.algorithm.class_name).minibatched:
@@ -450,6 +459,7 @@ def validate_config(cfg: TrainConfig) -> None:
             f"unknown policy.activation {cfg.policy.activation!r}; valid choices: {sorted(ACTIVATIONS)}"
         )
     check_positive(cfg)
+    check_termination_reward(cfg)
     if not cfg.algorithm.kl_epsilon >= 0:
         raise ConfigError(
             f"algorithm.kl_epsilon must be at least 0 (0: the exact KL), got {cfg.algorithm.kl_epsilon}"

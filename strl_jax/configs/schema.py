@@ -59,6 +59,12 @@ class EnvConfig:
     # own randomiser. null: the registry task's, none for an entry point. Unused when
     # domain_randomization is false.
     randomizer: str | None = None
+    # Added to the reward of every step whose episode terminates (the robot fell; not a time-out),
+    # after the env computed (and clipped) its own reward: legged_gym adds its `termination` reward
+    # after `only_positive_rewards` clips the sum, whereas a Playground locomotion task clips its
+    # sum at zero with the termination term inside, where a penalty cannot act. Reward units (not
+    # scaled by dt); 0 is off. Training and its evaluation see it; `deploy` compares the env's own.
+    termination_reward: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -367,7 +367,8 @@ def control_step(sim: NativeSimulation, data: Any, state: Any, action: np.ndarra
 
 def native_step(sim: NativeSimulation, data: Any, state: Any, action: np.ndarray) -> tuple[Any, np.ndarray]:
     """One VecEnv step on C MuJoCo: the action clipped to `clip_actions`, held for
-    `action_repeat` control steps (rewards summed, done if any was), as `VecEnv.step` does."""
+    `action_repeat` control steps (rewards summed, done if any was, `termination_reward` added
+    on a terminal step), as `VecEnv.step` does."""
     action = np.asarray(action, np.float32)
     if sim.vec.clip_actions is not None:
         action = np.clip(action, -sim.vec.clip_actions, sim.vec.clip_actions)
@@ -376,7 +377,9 @@ def native_step(sim: NativeSimulation, data: Any, state: Any, action: np.ndarray
         state, ctrl = control_step(sim, data, state, action)
         reward += float(state.reward)
         done = max(done, float(state.done))
-    if sim.vec.action_repeat > 1:
+    if done > 0 and sim.vec.termination_reward:
+        reward += sim.vec.termination_reward
+    if sim.vec.action_repeat > 1 or (done > 0 and sim.vec.termination_reward):
         state = state.replace(
             reward=jnp.asarray(reward, state.reward.dtype), done=jnp.asarray(done, state.done.dtype)
         )

@@ -134,6 +134,8 @@ def make_env_from_config(env_cfg, num_envs: int | None = None, extra_groups: tup
     env = make_task_env(env_cfg, env_cfg.num_envs if num_envs is None else num_envs)
     for name in extra_groups:
         env = EXTRA_GROUPS[name][1](env, env_cfg)
+    if env_cfg.termination_reward:
+        env = env.replace(termination_reward=float(env_cfg.termination_reward))
     return env
 
 

@@ -136,6 +136,7 @@ class VecEnv:
     component_shapes: dict[str, tuple[int, ...]] = struct.field(pytree_node=False, default_factory=dict)
     task: str = struct.field(pytree_node=False, default="")
     auto_reset: str = struct.field(pytree_node=False, default="in_step")  # one of AUTO_RESETS
+    termination_reward: float = struct.field(pytree_node=False, default=0.0)  # env.termination_reward
 
     def __post_init__(self) -> None:
         if self.auto_reset not in AUTO_RESETS:
@@ -292,6 +293,8 @@ class VecEnv:
         stepped = strong_types(stepped)
         step_count = state.step_count + 1
         terminated = done > 0
+        if self.termination_reward:
+            reward = reward + jnp.asarray(self.termination_reward, reward.dtype) * terminated
         truncated = (step_count >= self.episode_length) & ~terminated
         finished = terminated | truncated
         final_obs = self.observe(stepped)
