@@ -54,6 +54,9 @@ when they differ.
     python bench/go1_walk.py --out /tmp/go1_walk
     # after a stop: the same arguments, the same --out; finished runs are kept
     python bench/go1_walk.py --out /tmp/go1_walk --resume
+    # in parts: the peer first, then the seeds (each part keeps what the earlier ones finished)
+    python bench/go1_walk.py --out /tmp/go1_walk --only playground-seed1
+    python bench/go1_walk.py --out /tmp/go1_walk --resume --only strl_jax-seed1 strl_jax-seed2
     # another recipe: the published GPU preset at CPU size, strl_jax only
     python bench/go1_walk.py --preset Go1JoystickFlatTerrain --set env.num_envs=512 \\
         --set runner.num_steps_per_env=24 --set algorithm.num_mini_batches=4 --no-peer --out /tmp/go1_gpu
@@ -552,6 +555,20 @@ def finished_runs(out: Path, plans: list[dict]) -> dict[str, dict]:
     return finished
 
 
+def selected_runs(plans: list[dict], finished: dict[str, dict], only: list[str] | None) -> list[dict]:
+    """The plans this invocation keeps or trains: all of them, or with `--only` the named runs and
+    the finished ones (so that the summary still shows them); an unplanned name is an error."""
+    if not only:
+        return plans
+    labels = [plan["label"] for plan in plans]
+    unknown = [label for label in only if label not in labels]
+    if unknown:
+        raise SystemExit(
+            f"error: --only {' '.join(unknown)}: not planned; the planned runs: {' '.join(labels)}"
+        )
+    return [plan for plan in plans if plan["label"] in only or plan["label"] in finished]
+
+
 # ---- summary -------------------------------------------------------------------------------
 def reached(record: dict, target: float, max_falls: float) -> dict | None:
     """The run's first evaluated checkpoint with velrmsd <= target and falls <= max_falls."""
@@ -827,6 +844,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "if that had not finished), train the others from the start; the arguments must plan the "
         "same runs",
     )
+    p.add_argument(
+        "--only",
+        nargs="+",
+        metavar="LABEL",
+        help="train only these planned runs (e.g. playground-seed1 strl_jax-seed2); with --resume the "
+        "finished ones stay in the summary, a later --resume without --only trains the rest",
+    )
     p.add_argument("--eval-envs", type=int, default=None, help="evaluation envs (default 32)")
     p.add_argument(
         "--episode-length", type=int, default=None, help="evaluation episode length (default 1000)"
@@ -886,6 +910,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_peer:
             plans += [peer_plan(args, seed, plans[0]["num_envs"]) for seed in args.peer_seeds]
         finished = finished_runs(out, plans) if args.resume else {}
+        plans = selected_runs(plans, finished, args.only)
         if args.resume:
             info["machine"] = json.loads((out / "runs.json").read_text()).get("machine", info["machine"])
         for plan in plans:

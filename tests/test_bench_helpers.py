@@ -95,3 +95,17 @@ def test_go1_walk_resume_keeps_finished_runs_planned_as_now(tmp_path):
         go1_walk.finished_runs(tmp_path, plans)
     with pytest.raises(SystemExit, match="needs"):
         go1_walk.finished_runs(tmp_path / "elsewhere", plans)
+
+
+def test_go1_walk_only_trains_the_named_runs_and_keeps_the_finished_ones():
+    import go1_walk
+
+    plans = [{"label": label} for label in ("strl_jax-seed1", "strl_jax-seed2", "playground-seed1")]
+    assert go1_walk.selected_runs(plans, {}, None) == plans
+    assert go1_walk.selected_runs(plans, {}, ["playground-seed1"]) == [plans[2]]
+    finished = {"playground-seed1": {}}
+    assert go1_walk.selected_runs(plans, finished, ["strl_jax-seed2"]) == plans[1:]
+    with pytest.raises(
+        SystemExit, match="--only strl_jax-seed9: not planned; the planned runs: strl_jax-seed1"
+    ):
+        go1_walk.selected_runs(plans, finished, ["strl_jax-seed9"])
