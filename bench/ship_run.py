@@ -1,11 +1,11 @@
 """Ship a trained run in the repository (as `examples/go1_walk`): one checkpoint, its config, its
 training log up to that checkpoint and the exported policy, small enough to commit.
 
-A checkpoint holds the rollout state of every training env (MJX data: about 20 kB per Go1 env,
-so 10 MB at 512 envs, 170 MB at 8192). `play`, `deploy` and `export` read only the params and
-normalisers, so the shipped checkpoint keeps the first `--envs` envs of the rollout state; the
-config keeps the run's `env.num_envs`, so `--resume` of the shipped folder is refused naming
-both sizes instead of continuing from a cut state.
+A checkpoint holds the rollout state of every training env (MJX data and the reset pool: tens of
+kB per Go1 env, about 170 MB at 8192 envs). `play`, `deploy` and `export` read only the params
+and normalisers, so the shipped checkpoint keeps the first `--envs` envs of the rollout state
+while its config keeps the run's `env.num_envs`: the folder is for playing, exporting and
+deploying, not for resuming the run.
 
     python bench/ship_run.py RUN_DIR --checkpoint 559 --out examples/go1_walk
 """
@@ -70,6 +70,7 @@ def ship(run: Path, checkpoint: int, out: Path, envs: int, export: bool = True) 
             f"error: no checkpoint {checkpoint} in {run / CHECKPOINT_DIR}; there are {sorted(steps)}"
         )
     raw, meta = restore_raw(source, checkpoint)
+    source.close()
     state, layout = cut_rollout(raw, meta["layout"], envs)
     out.mkdir(parents=True)
     for name in COPIED:
