@@ -377,9 +377,10 @@ def native_step(sim: NativeSimulation, data: Any, state: Any, action: np.ndarray
         state, ctrl = control_step(sim, data, state, action)
         reward += float(state.reward)
         done = max(done, float(state.done))
-    if done > 0 and sim.vec.termination_reward:
+    charged = done > 0 and bool(sim.vec.termination_reward)
+    if charged:
         reward += sim.vec.termination_reward
-    if sim.vec.action_repeat > 1 or (done > 0 and sim.vec.termination_reward):
+    if sim.vec.action_repeat > 1 or charged:
         state = state.replace(
             reward=jnp.asarray(reward, state.reward.dtype), done=jnp.asarray(done, state.done.dtype)
         )
