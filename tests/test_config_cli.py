@@ -47,8 +47,8 @@ def test_presets_are_the_top_level_configs_folder_read_as_package_resources():
 
 
 def test_wheel_ships_every_package_and_preset(tmp_path):
-    """A real (non-editable) wheel holds every strl_jax package and the presets as `strl_jax/presets`,
-    and an installed copy finds them through `importlib.resources`."""
+    """A real (non-editable) wheel holds every strl_jax package and the presets (and their recipes) as
+    `strl_jax/presets`, and an installed copy finds them through `importlib.resources`."""
     src = tmp_path / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
@@ -62,13 +62,16 @@ def test_wheel_ships_every_package_and_preset(tmp_path):
     packages = {str(p.relative_to(REPO)) for p in (REPO / "strl_jax").rglob("__init__.py")}
     assert packages <= names, f"packages missing from pyproject.toml's list: {sorted(packages - names)}"
     assert {f"strl_jax/presets/{p.name}" for p in (REPO / "configs").glob("*.yaml")} <= names
+    recipes = {f"strl_jax/presets/recipes/{p.name}" for p in (REPO / "configs" / "recipes").glob("*.yaml")}
+    assert recipes and recipes <= names
     assert not any(n.startswith("configs/") for n in names)
 
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     probe = (
         "import strl_jax; from strl_jax.configs.loader import available_presets, resolve_config; "
-        "print(strl_jax.__file__, ','.join(available_presets()), resolve_config('ant').env.task)"
+        "print(strl_jax.__file__, ','.join(available_presets()), resolve_config('ant').env.task, "
+        "resolve_config('Go1JoystickFlatTerrain_cpu').algorithm.clip_min_std)"
     )
     proc = subprocess.run(
         [sys.executable, "-c", probe],
@@ -79,9 +82,10 @@ def test_wheel_ships_every_package_and_preset(tmp_path):
         env={**os.environ, "PYTHONPATH": str(site)},
     )
     assert proc.returncode == 0, proc.stderr
-    location, presets, task = proc.stdout.splitlines()[-1].split()  # brax may print notes first
+    location, presets, task, std_floor = proc.stdout.splitlines()[-1].split()  # brax may print notes first
     assert Path(location).is_relative_to(site)
     assert presets.split(",") == available_presets() and task == "ant"
+    assert std_floor == "0.2"  # the preset's recipe (recipes/legged_cpu) is in the wheel
 
 
 def test_overrides_are_typed_and_nested():

@@ -40,6 +40,8 @@ from strl_jax.networks.policy_classes import check_action_distribution, check_po
 from strl_jax.user_functions import check_function_spec
 
 PRESET_PACKAGE = "strl_jax.presets"  # the top-level configs/ folder (pyproject.toml maps it)
+RECIPES = "recipes"  # configs/recipes/: settings for a family of tasks, named by `extends`
+EXTENDS = "extends"
 
 
 def available_presets() -> list[str]:
@@ -48,12 +50,49 @@ def available_presets() -> list[str]:
     return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
+def available_recipes() -> list[str]:
+    """Names of the shipped recipes (`configs/recipes/`): settings without a task, written for a
+    family of tasks, that a preset or a `--config` file names in its `extends` list."""
+    folder = resources.files(PRESET_PACKAGE) / RECIPES
+    return sorted(
+        f"{RECIPES}/{p.name[: -len('.yaml')]}" for p in folder.iterdir() if p.name.endswith(".yaml")
+    )
+
+
 def load_preset(name: str) -> dict:
-    """The raw mapping of one preset."""
-    if name not in available_presets():
-        raise ConfigError(f"no preset named {name!r}; presets: {available_presets()}")
-    text = (resources.files(PRESET_PACKAGE) / f"{name}.yaml").read_text()
-    return yaml.safe_load(text) or {}
+    """The mapping of one preset or recipe, with what it `extends` merged under it."""
+    return load_named(name, ())
+
+
+def load_named(name: str, chain: tuple[str, ...]) -> dict:
+    """A preset or recipe by name; `chain`: the names whose `extends` led here (a cycle is an error)."""
+    if name not in available_presets() and name not in available_recipes():
+        raise ConfigError(
+            f"no preset or recipe named {name!r}; recipes: {available_recipes()}; "
+            f"presets: {available_presets()}"
+        )
+    if name in chain:
+        raise ConfigError(f"presets extend each other in a cycle: {' -> '.join([*chain, name])}")
+    data = yaml.safe_load((resources.files(PRESET_PACKAGE) / f"{name}.yaml").read_text()) or {}
+    return with_extends(data, f"preset {name!r}", (*chain, name))
+
+
+def with_extends(data: dict, where: str, chain: tuple[str, ...] = ()) -> dict:
+    """`data` over the presets and recipes its `extends` names, merged in order: one recipe
+    (say `recipes/legged_cpu`) serves every task it suits, and a preset keeps only what is its own."""
+    if EXTENDS not in data:
+        return data
+    names = data[EXTENDS]
+    names = [names] if isinstance(names, str) else names
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(
+            f"{where}: `extends` must be a preset or recipe name or a list of them, got {data[EXTENDS]!r}; "
+            f"recipes: {available_recipes()}"
+        )
+    base: dict = {}
+    for name in names:
+        base = deep_merge(base, load_named(name, chain))
+    return deep_merge(base, {k: v for k, v in data.items() if k != EXTENDS})
 
 
 class ConfigYamlLoader(yaml.SafeLoader):
@@ -94,10 +133,11 @@ def load_yaml_file(path: str | Path) -> dict:
 
 def load_config_file(path: str | Path) -> dict:
     """A `--config` file as strl_jax sections: an rsl_rl / IsaacLab runner config (agent.yaml,
-    train_cfg) is translated by `from_rsl_rl_config`, strl_jax's own files pass unchanged."""
+    train_cfg) is translated by `from_rsl_rl_config`; strl_jax's own files pass with what their
+    `extends` names (presets, recipes) merged under them."""
     data = load_yaml_file(path)
     if not is_rsl_rl_config(data):
-        return data
+        return with_extends(data, f"config file {str(path)!r}")
     try:
         return from_rsl_rl_config(data)
     except ConfigError as err:
