@@ -569,6 +569,12 @@ def selected_runs(plans: list[dict], finished: dict[str, dict], only: list[str] 
     return [plan for plan in plans if plan["label"] in only or plan["label"] in finished]
 
 
+def runs_on_record(plans: list[dict], finished: dict[str, dict], started: set[str]) -> list[dict]:
+    """What runs.json holds while the invocation runs, in plan order: every run kept from before
+    (also those planned after the one training now) and the ones this invocation has started."""
+    return [finished.get(p["label"], p) for p in plans if p["label"] in finished or p["label"] in started]
+
+
 # ---- summary -------------------------------------------------------------------------------
 def reached(record: dict, target: float, max_falls: float) -> dict | None:
     """The run's first evaluated checkpoint with velrmsd <= target and falls <= max_falls."""
@@ -918,26 +924,27 @@ def main(argv: list[str] | None = None) -> int:
             what = " ".join(spec["overrides"]) if "overrides" in spec else json.dumps(spec["kwargs"])
             print(f"{plan['label']}: {spec['limit_s'] / 60:g} min; {what}", flush=True)
         print(f"output in {out}", flush=True)
-        records = []
+        started: set[str] = set()
         for plan in plans:
             kept = finished.get(plan["label"])
             if kept is not None:
-                records.append(kept)
                 print(f"{plan['label']}: trained before ({kept['machine']['cpu_model']}), kept", flush=True)
                 if not args.no_eval and (not kept.get("evals") or kept.get("eval_error")):
                     evaluate(kept, args, out)
-                    write_outputs(out, info, records, args)
+                    write_outputs(out, info, runs_on_record(plans, finished, started), args)
                 continue
-            records.append(plan)
+            started.add(plan["label"])
             plan["run_dir"] = str(out / "runs" / plan["label"])
             shutil.rmtree(plan["run_dir"], ignore_errors=True)  # a resumed invocation's unfinished run
             plan["machine"] = machine_info()
-            write_outputs(out, info, records, args)  # a kill during training keeps the run on record
+            # a kill during training keeps this run and every finished one on record
+            write_outputs(out, info, runs_on_record(plans, finished, started), args)
             train(plan, out)
-            write_outputs(out, info, records, args)
+            write_outputs(out, info, runs_on_record(plans, finished, started), args)
             if not args.no_eval:
                 evaluate(plan, args, out)
-                write_outputs(out, info, records, args)
+                write_outputs(out, info, runs_on_record(plans, finished, started), args)
+        records = runs_on_record(plans, finished, started)
     text = write_outputs(out, info, records, args)
     print("\n" + text + f"\n\nwritten to {out} (runs.json, summary.md, go1_walk.png)")
     failed = any("error" in r.get("train", {}) or r.get("eval_error") for r in records)

@@ -7,7 +7,7 @@ and normalisers, so the shipped checkpoint keeps the first `--envs` envs of the 
 while its config keeps the run's `env.num_envs`: the folder is for playing, exporting and
 deploying, not for resuming the run.
 
-    python bench/ship_run.py RUN_DIR --checkpoint 559 --out examples/go1_walk
+    python bench/ship_run.py RUN_DIR --checkpoint 1483 --out examples/go1_walk
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ the first checkpoint with the run's best deterministic evaluation. Each seed the
 - RL alone    `--iterations` RL iterations.
 
 For Go1JoystickFlatTerrain (MuJoCo Playground) the expert is the shipped walking policy
-(`examples/go1_walk`, 100,000 sampled steps) and each seed only pretrains, 50 iterations (a fresh
+(`examples/go1_walk_gpu`, 100,000 sampled steps) and each seed only pretrains, 50 iterations (a fresh
 Gaussian policy of the example's network; an hour of Go1 RL per arm does not fit this CPU): the
 expert and each pretrained policy are evaluated by `bench/go1_walk.py`'s evaluation
 (`--go1-eval-envs` envs, one 1000-step episode each, domain randomisation on, Playground's command
@@ -87,7 +87,7 @@ TASKS = {
     "Go1JoystickFlatTerrain": {"pretrain": 50, "dataset_steps": 100000},
 }
 GO1_TASK = ("Go1JoystickFlatTerrain",)
-GO1_EXPERT = REPO_DIR / "examples" / "go1_walk"
+GO1_EXPERT = REPO_DIR / "examples" / "go1_walk_gpu"
 # a fresh Gaussian policy with the shipped policy's network, on the preset's PPO settings
 GO1_STUDENT = [
     "env.num_envs=256",
@@ -339,7 +339,7 @@ def run_go1(args: argparse.Namespace) -> dict:
 def report_go1(r: dict) -> str:
     keys = ["velrmsd", "falls", "episode_reward", "episode_length"]
     header = ["policy", *keys, "lowest pretraining rate"]
-    rows = [["expert (examples/go1_walk)", *[f"{r['expert'][k]:.3f}" for k in keys], "-"]]
+    rows = [["expert (examples/go1_walk_gpu)", *[f"{r['expert'][k]:.3f}" for k in keys], "-"]]
     for seed, e in r["pretrained"].items():
         rows.append(
             [

@@ -109,3 +109,21 @@ def test_go1_walk_only_trains_the_named_runs_and_keeps_the_finished_ones():
         SystemExit, match="--only strl_jax-seed9: not planned; the planned runs: strl_jax-seed1"
     ):
         go1_walk.selected_runs(plans, finished, ["strl_jax-seed9"])
+
+
+def test_go1_walk_keeps_a_finished_run_planned_later_on_record_while_an_earlier_one_trains():
+    """runs.json is written before each training: a kill then must not lose a run kept from an
+    earlier invocation, also when it comes later in the plan (the peer after the seeds)."""
+    import go1_walk
+
+    plans = [{"label": label} for label in ("strl_jax-seed1", "strl_jax-seed2", "playground-seed1")]
+    finished = {
+        "strl_jax-seed1": {"label": "strl_jax-seed1", "evals": []},
+        "playground-seed1": {"label": "p"},
+    }
+    on_record = go1_walk.runs_on_record(plans, finished, {"strl_jax-seed2"})
+    assert on_record == [finished["strl_jax-seed1"], plans[1], finished["playground-seed1"]]
+    assert go1_walk.runs_on_record(plans, finished, set()) == [
+        finished["strl_jax-seed1"],
+        finished["playground-seed1"],
+    ]

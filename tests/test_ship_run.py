@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 import ship_run  # noqa: E402
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "go1_walk"
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "go1_walk_gpu"
 STEP = 438
 
 
