@@ -925,25 +925,29 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{plan['label']}: {spec['limit_s'] / 60:g} min; {what}", flush=True)
         print(f"output in {out}", flush=True)
         started: set[str] = set()
+
+        def save() -> None:
+            write_outputs(out, info, runs_on_record(plans, finished, started), args)
+
         for plan in plans:
             kept = finished.get(plan["label"])
             if kept is not None:
                 print(f"{plan['label']}: trained before ({kept['machine']['cpu_model']}), kept", flush=True)
                 if not args.no_eval and (not kept.get("evals") or kept.get("eval_error")):
                     evaluate(kept, args, out)
-                    write_outputs(out, info, runs_on_record(plans, finished, started), args)
+                    save()
                 continue
             started.add(plan["label"])
             plan["run_dir"] = str(out / "runs" / plan["label"])
             shutil.rmtree(plan["run_dir"], ignore_errors=True)  # a resumed invocation's unfinished run
             plan["machine"] = machine_info()
             # a kill during training keeps this run and every finished one on record
-            write_outputs(out, info, runs_on_record(plans, finished, started), args)
+            save()
             train(plan, out)
-            write_outputs(out, info, runs_on_record(plans, finished, started), args)
+            save()
             if not args.no_eval:
                 evaluate(plan, args, out)
-                write_outputs(out, info, runs_on_record(plans, finished, started), args)
+                save()
         records = runs_on_record(plans, finished, started)
     text = write_outputs(out, info, records, args)
     print("\n" + text + f"\n\nwritten to {out} (runs.json, summary.md, go1_walk.png)")
