@@ -12,8 +12,8 @@ one after another:
   2. the peer (`--no-peer` skips it): brax PPO 0.14.2 as Playground trains the task (its published
      Go1 settings, MJX `impl: jax`, `wrap_for_brax_training`, the domain randomiser; the
      `playground` worker of bench/vs_playground.py, with the jax >= 0.8 substitution of
-     bench/vs_brax.py), resized to strl_jax's env count as vs_playground.py resizes for CPUs
-     (bench/playground_settings.py: batch_size shrinks with num_envs, a training step keeps
+     bench/vs_brax.py), resized to strl_jax's env count (or `--peer-envs`) as vs_playground.py
+     resizes for CPUs (bench/playground_settings.py: batch_size shrinks with num_envs, a training step keeps
      Playground's unrolls, minibatches and epochs; every env is reset every 280 steps as at
      Playground's sizes). `--peer-minutes` each (default twice `--minutes`, so that "the peer does
      not reach the target within 2x strl_jax's time" can be stated) for each of `--peer-seeds`.
@@ -40,8 +40,9 @@ started, its steps to target the env steps trained by then.
 
 Written to `--out`: runs.json (every run with its checkpoints and their evaluations, rewritten
 after every training and every evaluation, so a killed invocation keeps what finished),
-summary.md (the tables printed at the end: per run, then min / median / max over seeds and the
-ratio strl_jax time to target / peer time to target) and go1_walk.png (velrmsd and return against
+summary.md (the tables printed at the end: per run, then min / median / max over seeds, the
+ratio strl_jax time to target / peer time to target, and each run's first checkpoint at or above
+the peer's final evaluation return) and go1_walk.png (velrmsd and return against
 wall time and env steps, the target line, strl_jax's seeds in blues, the peer's in oranges; hollow
 markers: falls above `--max-falls`). runs/ holds the run folders and checkpoints, logs/ the
 workers' output. `--eval-only` re-evaluates the checkpoints listed in an existing runs.json.
@@ -713,6 +714,35 @@ def comparison_lines(records: list[dict], args: argparse.Namespace) -> list[str]
     return lines
 
 
+def first_return_at_least(record: dict, value: float) -> dict | None:
+    """The run's first evaluated checkpoint whose return (the task's reward) is >= value."""
+    for e in evaluated(record):
+        if e.get("episode_reward") is not None and e["episode_reward"] >= value:
+            return e
+    return None
+
+
+def peer_return_lines(records: list[dict]) -> list[str]:
+    """When the sizes differ (a GPU run against Playground's published size), the peer's final
+    evaluation return is the other yardstick: each run's first checkpoint at or above it."""
+    peers = [r for r in records if r["library"] == "playground" and evaluated(r)]
+    if not peers or not any(r["library"] == "strl_jax" and evaluated(r) for r in records):
+        return []
+    value = statistics.median(evaluated(r)[-1]["episode_reward"] for r in peers)
+    lines = [f"the peer's final evaluation return (median over its seeds): {value:.1f}"]
+    for r in records:
+        if not evaluated(r):
+            continue
+        hit = first_return_at_least(r, value)
+        when = (
+            f"at {hit['wall_s']:,.0f} s, {hit['env_steps']:,} env steps"
+            if hit
+            else f"not reached within {evaluated(r)[-1]['wall_s']:,.0f} s"
+        )
+        lines.append(f"  {r['label']} ({r.get('num_envs', '?')} envs): return >= {value:.1f} {when}")
+    return lines
+
+
 def longest(records: list[dict]) -> float | None:
     """The latest evaluated checkpoint's wall time over `records`."""
     times = [evaluated(r)[-1]["wall_s"] for r in records if evaluated(r)]
@@ -803,7 +833,7 @@ def write_outputs(out: Path, info: dict, records: list[dict], args: argparse.Nam
             format_table(RUN_HEADERS, rows),
             "Across seeds (never: a seed that did not reach the target; medians count it as the slowest):",
             format_table(SPREAD_HEADERS, spreads),
-            "\n".join(comparison_lines(records, args)),
+            "\n".join(comparison_lines(records, args) + peer_return_lines(records)),
         ]
     )
     (out / "summary.md").write_text(text + "\n")
@@ -829,6 +859,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--no-peer", action="store_true", help="train and evaluate strl_jax only")
     p.add_argument("--peer-seeds", type=int, nargs="+", default=None, help="peer seeds (default 1)")
+    p.add_argument(
+        "--peer-envs",
+        type=int,
+        default=None,
+        help="the peer's env count (default: strl_jax's; 8192 is Playground's published size)",
+    )
     p.add_argument(
         "--peer-minutes", type=float, default=None, help="wall minutes per peer run (default 2 x --minutes)"
     )
@@ -914,7 +950,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         plans = [strl_plan(args, seed) for seed in args.seeds]
         if not args.no_peer:
-            plans += [peer_plan(args, seed, plans[0]["num_envs"]) for seed in args.peer_seeds]
+            peer_envs = args.peer_envs or plans[0]["num_envs"]
+            plans += [peer_plan(args, seed, peer_envs) for seed in args.peer_seeds]
         finished = finished_runs(out, plans) if args.resume else {}
         plans = selected_runs(plans, finished, args.only)
         if args.resume:

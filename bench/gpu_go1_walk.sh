@@ -12,7 +12,13 @@
 # and brings the checkpoints back (`python bench/go1_walk.py --eval-only --out OUT_DIR` then
 # evaluates them on any machine; give the call fewer MINUTES so that fewer checkpoints are kept).
 #
+# RECIPE=preset runs instead strl_jax's CPU preset `Go1JoystickFlatTerrain_cpu` at its own sizes
+# (512 envs x 24 steps, 4 minibatches x 4 epochs, the recipe configs/recipes/legged_cpu.yaml)
+# against the peer at Playground's published size (8192 envs): the summary gives each run's time
+# to velrmsd <= 0.35 and to the peer's final evaluation return.
+#
 #   bash bench/gpu_go1_walk.sh [OUT_DIR]        # default /tmp/go1_walk_gpu
+#   RECIPE=preset bash bench/gpu_go1_walk.sh /tmp/go1_preset_gpu
 #   SMOKE=1 bash bench/gpu_go1_walk.sh /tmp/x   # 32 envs, a minute each: the pipeline on a CPU
 #
 # Needs a CUDA jax, strl_jax importable, brax 0.14.2, mujoco / mujoco-mjx, playground 0.2.0 and
@@ -42,16 +48,26 @@ print("\n".join(dotted_overrides(deep_merge(matched(kw), brax_choices(kw, ["tanh
 EOF
 )
 [ "${#SETS[@]}" -gt 5 ] || { echo "could not map Playground's settings" >&2; exit 1; }
-ARGS=()
-for s in "${SETS[@]}"; do ARGS+=(--set "$s"); done
-echo "strl_jax overrides: ${SETS[*]}"
+case "${RECIPE:-published}" in
+  published)
+    ARGS=(--preset Go1JoystickFlatTerrain)
+    for s in "${SETS[@]}"; do ARGS+=(--set "$s"); done ;;
+  preset)  # the CPU preset as it is; only a smoke run shrinks it
+    ARGS=(--preset Go1JoystickFlatTerrain_cpu --peer-envs "$NUM_ENVS")
+    if [ "${SMOKE:-0}" = 1 ]; then ARGS+=(--set env.num_envs=32); fi ;;
+  *) echo "RECIPE=${RECIPE}: unknown; the choices: published, preset" >&2; exit 2 ;;
+esac
+echo "strl_jax: ${ARGS[*]}"
 
 EVAL=(--eval-envs 64)
 EXCLUDE=(--exclude checkpoints --exclude 'events.out.tfevents.*')
 if [ "${NO_EVAL:-0}" = 1 ]; then EVAL=(--no-eval); EXCLUDE=(--exclude 'events.out.tfevents.*'); fi
-# each run's evaluation (two compilations and a few seconds per checkpoint) gets a minute
-LIMIT_S=$(awk "BEGIN {print int(2 * $MINUTES * 60 + 180)}")
-timeout "$LIMIT_S" $PY bench/go1_walk.py --preset Go1JoystickFlatTerrain "${ARGS[@]}" \
+# each run's evaluation (two compilations and a few seconds per checkpoint) gets a minute on the
+# GPU; a smoke run on a 2-core CPU compiles for minutes more
+SPARE_S=180
+if [ "${SMOKE:-0}" = 1 ]; then SPARE_S=900; fi
+LIMIT_S=$(awk "BEGIN {print int(2 * $MINUTES * 60 + $SPARE_S)}")
+timeout "$LIMIT_S" $PY bench/go1_walk.py "${ARGS[@]}" \
   --seeds 1 --peer-seeds 1 --minutes "$MINUTES" --peer-minutes "$MINUTES" \
   --checkpoint-minutes "$CKPT_MINUTES" --peer-max-sps 5000000 "${EVAL[@]}" --out "$OUT_DIR"
 echo "go1_walk.py exit $?"

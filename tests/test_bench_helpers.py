@@ -127,3 +127,40 @@ def test_go1_walk_keeps_a_finished_run_planned_later_on_record_while_an_earlier_
         finished["strl_jax-seed1"],
         finished["playground-seed1"],
     ]
+
+
+def test_go1_walk_plans_the_peer_at_its_own_size_and_times_the_peers_final_return():
+    """`--peer-envs` sizes the peer apart from strl_jax (a GPU run of the CPU preset against
+    Playground's published 8192 envs), and the summary gives each run's first checkpoint at or
+    above the peer's final evaluation return."""
+    import go1_walk
+
+    args = go1_walk.parse_args(["--peer-envs", "8192", "--seeds", "1"])
+    peer = go1_walk.peer_plan(args, 1, args.peer_envs)
+    assert peer["num_envs"] == 8192 and peer["spec"]["kwargs"]["num_envs"] == 8192
+    assert go1_walk.peer_plan(args, 1, 512)["spec"]["kwargs"]["num_envs"] == 512
+
+    def run(library, returns, num_envs):
+        evals = [
+            {
+                "wall_s": 60.0 * (i + 1),
+                "env_steps": 1000 * (i + 1),
+                "velrmsd": 0.5,
+                "falls": 0.0,
+                "episode_reward": r,
+            }
+            for i, r in enumerate(returns)
+        ]
+        return {"library": library, "label": f"{library}-seed1", "num_envs": num_envs, "evals": evals}
+
+    records = [run("strl_jax", [5.0, 19.0, 21.0], 512), run("playground", [9.0, 20.0, 18.0], 8192)]
+    lines = go1_walk.peer_return_lines(records)
+    assert lines[0].endswith(": 18.0")
+    assert "strl_jax-seed1 (512 envs): return >= 18.0 at 120 s, 2,000 env steps" in lines[1]
+    assert "playground-seed1 (8192 envs): return >= 18.0 at 120 s" in lines[2]
+    records[0]["evals"] = records[0]["evals"][:1]
+    assert (
+        "strl_jax-seed1 (512 envs): return >= 18.0 not reached within 60 s"
+        in go1_walk.peer_return_lines(records)[1]
+    )
+    assert go1_walk.peer_return_lines(records[:1]) == []
