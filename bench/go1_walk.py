@@ -461,6 +461,15 @@ def peer_plan(args: argparse.Namespace, seed: int, num_envs: int) -> dict:
 
 
 # ---- running -------------------------------------------------------------------------------
+def planned_runs(args: argparse.Namespace) -> list[dict]:
+    """strl_jax's seeds, then the peer's, at `--peer-envs` or else strl_jax's env count."""
+    plans = [strl_plan(args, seed) for seed in args.seeds]
+    if not args.no_peer:
+        peer_envs = args.peer_envs or plans[0]["num_envs"]
+        plans += [peer_plan(args, seed, peer_envs) for seed in args.peer_seeds]
+    return plans
+
+
 def train(record: dict, out: Path) -> None:
     """One run's training worker; its checkpoints from checkpoints.jsonl (kept if it failed)."""
     spec = dict(record["spec"], log_dir=str(out / "runs" / record["label"]))
@@ -948,10 +957,7 @@ def main(argv: list[str] | None = None) -> int:
             evaluate(record, args, out)
             write_outputs(out, info, records, args)
     else:
-        plans = [strl_plan(args, seed) for seed in args.seeds]
-        if not args.no_peer:
-            peer_envs = args.peer_envs or plans[0]["num_envs"]
-            plans += [peer_plan(args, seed, peer_envs) for seed in args.peer_seeds]
+        plans = planned_runs(args)
         finished = finished_runs(out, plans) if args.resume else {}
         plans = selected_runs(plans, finished, args.only)
         if args.resume:

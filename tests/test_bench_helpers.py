@@ -135,10 +135,11 @@ def test_go1_walk_plans_the_peer_at_its_own_size_and_times_the_peers_final_retur
     above the peer's final evaluation return."""
     import go1_walk
 
-    args = go1_walk.parse_args(["--peer-envs", "8192", "--seeds", "1"])
-    peer = go1_walk.peer_plan(args, 1, args.peer_envs)
+    strl, peer = go1_walk.planned_runs(go1_walk.parse_args(["--peer-envs", "8192", "--seeds", "1"]))
+    assert strl["num_envs"] == 512
     assert peer["num_envs"] == 8192 and peer["spec"]["kwargs"]["num_envs"] == 8192
-    assert go1_walk.peer_plan(args, 1, 512)["spec"]["kwargs"]["num_envs"] == 512
+    _, same = go1_walk.planned_runs(go1_walk.parse_args(["--seeds", "1"]))
+    assert same["num_envs"] == 512 and same["spec"]["kwargs"]["num_envs"] == 512
 
     def run(library, returns, num_envs):
         evals = [
@@ -153,7 +154,7 @@ def test_go1_walk_plans_the_peer_at_its_own_size_and_times_the_peers_final_retur
         ]
         return {"library": library, "label": f"{library}-seed1", "num_envs": num_envs, "evals": evals}
 
-    records = [run("strl_jax", [5.0, 19.0, 21.0], 512), run("playground", [9.0, 20.0, 18.0], 8192)]
+    records = [run("strl_jax", [5.0, 19.0, 21.0], 512), run("playground", [9.0, 18.0, 18.0], 8192)]
     lines = go1_walk.peer_return_lines(records)
     assert lines[0].endswith(": 18.0")
     assert "strl_jax-seed1 (512 envs): return >= 18.0 at 120 s, 2,000 env steps" in lines[1]
