@@ -13,8 +13,8 @@ one after another:
      Go1 settings, MJX `impl: jax`, `wrap_for_brax_training`, the domain randomiser; the
      `playground` worker of bench/vs_playground.py, with the jax >= 0.8 substitution of
      bench/vs_brax.py), resized to strl_jax's env count (or `--peer-envs`) as vs_playground.py
-     resizes for CPUs (bench/playground_settings.py: batch_size shrinks with num_envs, a training step keeps
-     Playground's unrolls, minibatches and epochs; every env is reset every 280 steps as at
+     resizes for CPUs (bench/playground_settings.py: batch_size shrinks with num_envs, a training
+     step keeps Playground's unrolls, minibatches and epochs; every env is reset every 280 steps as at
      Playground's sizes). `--peer-minutes` each (default twice `--minutes`, so that "the peer does
      not reach the target within 2x strl_jax's time" can be stated) for each of `--peer-seeds`.
      brax calls back after every reset interval (`num_evals` periods with `run_evals=False`: brax
@@ -923,6 +923,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--worker", choices=["strl_jax", "playground", "evaluate"], help=argparse.SUPPRESS)
     p.add_argument("worker_args", nargs="*", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.peer_envs is not None and args.peer_envs < 1:
+        p.error(f"--peer-envs {args.peer_envs}: the peer needs at least 1 env (Playground publishes 8192)")
     defaults = dict(
         seeds=[1, 2, 3],
         peer_seeds=[1],

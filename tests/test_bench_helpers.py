@@ -140,6 +140,8 @@ def test_go1_walk_plans_the_peer_at_its_own_size_and_times_the_peers_final_retur
     assert peer["num_envs"] == 8192 and peer["spec"]["kwargs"]["num_envs"] == 8192
     _, same = go1_walk.planned_runs(go1_walk.parse_args(["--seeds", "1"]))
     assert same["num_envs"] == 512 and same["spec"]["kwargs"]["num_envs"] == 512
+    with pytest.raises(SystemExit):
+        go1_walk.parse_args(["--peer-envs", "0"])
 
     def run(library, returns, num_envs):
         evals = [
