@@ -98,7 +98,22 @@ from playground_settings import bench_settings, brax_schedule, published_setting
 from vs_brax import NETWORK_KEYS, parse_sets
 from vs_playground import playground_worker
 
-TASK = "Go1JoystickFlatTerrain"
+TASK = "Go1JoystickFlatTerrain"  # the task of a run recorded before runs named their task
+# Playground's locomotion joystick tasks, whose commands (vx, vy, yaw rate) the evaluation tracks.
+LEGGED_TASKS = (
+    "Go1JoystickFlatTerrain",
+    "Go1JoystickRoughTerrain",
+    "SpotFlatTerrainJoystick",
+    "BarkourJoystick",
+    "BerkeleyHumanoidJoystickFlatTerrain",
+    "BerkeleyHumanoidJoystickRoughTerrain",
+    "G1JoystickFlatTerrain",
+    "G1JoystickRoughTerrain",
+    "T1JoystickFlatTerrain",
+    "T1JoystickRoughTerrain",
+    "Op3Joystick",
+    "ApolloJoystickFlatTerrain",
+)
 DEFAULT_PRESET = "Go1JoystickFlatTerrain_cpu"
 # strl_jax's runner.max_iterations: high enough that the time limit ends every run.
 MAX_ITERATIONS = 1_000_000
@@ -116,7 +131,22 @@ SMOKE = dict(
     episode_length=50,
 )
 CHECKPOINTS_FILE = "checkpoints.jsonl"
+DEFAULT_TARGET = 0.35  # Go1's: a third of its standing velrmsd (1.05), for records made before
 TERMINATION_REWARD = "termination_reward"  # env.termination_reward in a run's trained reward
+
+
+def record_task(record: dict) -> str:
+    return record.get("task", TASK)
+
+
+def records_task(records: list[dict]) -> str:
+    """The invocation's task (every run trains the same one)."""
+    return record_task(records[0]) if records else TASK
+
+
+def plot_name(task: str) -> str:
+    """go1_walk.png for Go1 (as before the benchmark took other robots), TASK_walk.png otherwise."""
+    return "go1_walk.png" if task == TASK else f"{task}_walk.png"
 
 
 # ---- training workers ----------------------------------------------------------------------
@@ -355,6 +385,24 @@ def peer_evaluations(spec: dict, write) -> list[dict]:
     return results
 
 
+def standing_worker(spec: dict) -> dict:
+    """The task's standing robot: zero action (the default pose, as Playground's joystick tasks add
+    the action to it) on the unmodified task, the evaluation's envs, keys and episode length. Its
+    velrmsd is what tracking must beat: the target is a third of it."""
+    import jax
+    import jax.numpy as jnp
+
+    from strl_jax.configs.schema import EnvConfig
+    from strl_jax.train_loops.evaluation import deterministic_episodes
+
+    start = time.time()
+    env = evaluation_env(EnvConfig(task=spec["task"]), spec, {})
+    zero = jnp.zeros((spec["eval_envs"], env.action_size))
+    run = jax.jit(lambda key: deterministic_episodes(env, lambda obs, h: (zero, h), {}, key))
+    out = scalars(jax.device_get(run(jax.random.PRNGKey(spec["eval_seed"]))))
+    return {**out, "eval_s": round(time.time() - start, 2)}
+
+
 def evaluate_worker(spec: dict, out_path: str) -> dict:
     """Evaluations of one run's checkpoints; the result file is rewritten after each one."""
     start = time.time()
@@ -371,6 +419,9 @@ def worker_main(kind: str, spec_path: str, out_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
     if kind == "evaluate":
         write_json(out_path, evaluate_worker(spec, out_path))
+        return 0
+    if kind == "standing":
+        write_json(out_path, standing_worker(spec))
         return 0
     if kind == "playground":
         xla_cpu_defaults().apply_cpu_defaults()  # as importing strl_jax does, before jax is imported
@@ -405,21 +456,27 @@ def strl_plan(args: argparse.Namespace, seed: int) -> dict:
         override("runner.max_checkpoints_to_keep", 0),
     ]
     overrides = protocol + args.strl_overrides
-    cfg = resolve_config(args.preset, overrides=overrides)
-    if cfg.env.task != TASK:
-        raise SystemExit(f"error: preset {args.preset!r} trains {cfg.env.task!r}, not {TASK!r}")
+    files = [str(Path(f).resolve()) for f in args.config]
+    cfg = resolve_config(args.preset, config_files=files, overrides=overrides)
+    if cfg.env.task not in LEGGED_TASKS:
+        raise SystemExit(
+            f"error: preset {args.preset!r} trains {cfg.env.task!r}; this benchmark evaluates joystick "
+            f"tracking on one of {', '.join(LEGGED_TASKS)}"
+        )
     playground = flatten(cfg.env.playground)
     steps = cfg.env.num_envs * cfg.runner.num_steps_per_env * cfg.env.action_repeat
     return {
         "library": "strl_jax",
         "seed": seed,
         "label": f"strl_jax-seed{seed}",
+        "task": cfg.env.task,
         "num_envs": cfg.env.num_envs,
         "trained_reward": trained_reward(playground, cfg.env.termination_reward),
         "other_playground": {k: v for k, v in playground.items() if not k.startswith("reward_config.")},
         "domain_randomization": cfg.env.domain_randomization,
         "spec": {
             "task": args.preset,
+            **({"config_files": files} if files else {}),  # runs recorded before: no such key
             "overrides": overrides,
             "max_iterations": cfg.runner.max_iterations,
             "steps_per_iteration": steps,
@@ -429,11 +486,11 @@ def strl_plan(args: argparse.Namespace, seed: int) -> dict:
     }
 
 
-def peer_plan(args: argparse.Namespace, seed: int, num_envs: int) -> dict:
+def peer_plan(args: argparse.Namespace, seed: int, num_envs: int, task: str = TASK) -> dict:
     """The peer's ppo.train kwargs: Playground's published settings resized to `num_envs`, one
     period (brax's `num_evals` unit: a callback, no evaluation) per reset interval, a budget the
     time limit ends first."""
-    pub = published_settings(TASK)
+    pub = published_settings(task)
     limit_s = args.peer_minutes * 60
     resized, _ = bench_settings(pub, num_envs, None, None, 1, True, {})
     per_env = unrolls_per_training_step(resized) * resized["unroll_length"] * resized["action_repeat"]
@@ -447,10 +504,11 @@ def peer_plan(args: argparse.Namespace, seed: int, num_envs: int) -> dict:
         "library": "playground",
         "seed": seed,
         "label": f"playground-seed{seed}",
+        "task": task,
         "num_envs": num_envs,
         "schedule": schedule,
         "spec": {
-            "task": TASK,
+            "task": task,
             "kwargs": kw,
             "playground": {"impl": "jax"},
             "domain_randomization": True,
@@ -466,7 +524,7 @@ def planned_runs(args: argparse.Namespace) -> list[dict]:
     plans = [strl_plan(args, seed) for seed in args.seeds]
     if not args.no_peer:
         peer_envs = args.peer_envs or plans[0]["num_envs"]
-        plans += [peer_plan(args, seed, peer_envs) for seed in args.peer_seeds]
+        plans += [peer_plan(args, seed, peer_envs, plans[0]["task"]) for seed in args.peer_seeds]
     return plans
 
 
@@ -505,7 +563,7 @@ def evaluate(record: dict, args: argparse.Namespace, out: Path) -> None:
         return
     spec = {
         "library": record["library"],
-        "task": TASK,
+        "task": record_task(record),
         "run_dir": record["run_dir"],
         "checkpoints": record["checkpoints"],
         "eval_envs": args.eval_envs,
@@ -542,6 +600,29 @@ def evaluate(record: dict, args: argparse.Namespace, out: Path) -> None:
             + (f" ({e['error']})" if "error" in e else ""),
             flush=True,
         )
+
+
+def measure_standing(task: str, args: argparse.Namespace, out: Path) -> dict:
+    """The standing robot's evaluation (`standing_worker`) in its own process."""
+    spec = {"task": task, "eval_envs": args.eval_envs, "episode_length": args.episode_length}
+    spec["eval_seed"] = args.eval_seed
+    argv = [sys.executable, str(Path(__file__).resolve()), "--worker", "standing"]
+    print(f"[{time.strftime('%H:%M:%S')}] evaluating a standing {task} ...", flush=True)
+    result = run_worker(argv, spec, out / "logs", "standing", 1800, child_environment(str(REPO_DIR)))
+    if "error" in result:
+        raise SystemExit(f"error: the standing robot's evaluation failed: {result['error']}")
+    print(
+        f"  standing: velrmsd {fmt(result.get('velrmsd'), 2)}, falls {fmt(result.get('falls'), 2)}",
+        flush=True,
+    )
+    return {**result, "task": task, "eval_envs": args.eval_envs, "episode_length": args.episode_length}
+
+
+def set_target(args: argparse.Namespace, standing: dict | None) -> None:
+    """`--target` as given, else a third of the standing robot's velrmsd (Go1: 1.05 -> 0.35)."""
+    if args.target is None:
+        velrmsd = (standing or {}).get("velrmsd")
+        args.target = round(velrmsd / 3, 3) if velrmsd else DEFAULT_TARGET
 
 
 def finished_runs(out: Path, plans: list[dict]) -> dict[str, dict]:
@@ -797,7 +878,9 @@ def plot(records: list[dict], path: Path, target: float, max_falls: float) -> Pa
                     target, color="k", linestyle="--", linewidth=1, label="target" if col == 0 else None
                 )
     axes[0][0].legend(fontsize="small")
-    fig.suptitle(f"{TASK}: deterministic evaluation of every checkpoint (hollow: falls > {max_falls})")
+    fig.suptitle(
+        f"{records_task(records)}: deterministic evaluation of every checkpoint (hollow: falls > {max_falls})"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -815,11 +898,18 @@ def write_outputs(out: Path, info: dict, records: list[dict], args: argparse.Nam
         if any(r["library"] == lib for r in records)
     ]
     notes = [
-        f"{TASK}, unmodified task, {args.eval_envs} envs x one {args.episode_length}-step episode per "
+        f"{records_task(records)}, unmodified task, {args.eval_envs} envs x one "
+        f"{args.episode_length}-step episode per "
         f"checkpoint (deterministic actions, the same env keys throughout). Target: the first checkpoint "
         f"with velrmsd <= {args.target} and falls <= {args.max_falls}; times are wall seconds since the "
         "training process started (evaluation excluded).",
     ]
+    standing = info.get("standing")
+    if standing:
+        notes.append(
+            f"A standing robot (zero action, the default pose) scores velrmsd {fmt(standing['velrmsd'], 2)} "
+            f"with falls {fmt(standing['falls'], 2)} on the same episodes."
+        )
     machines = {r["label"]: r["machine"]["cpu_model"] for r in records if r.get("machine")}
     if len(set(machines.values())) > 1:
         notes.append(
@@ -846,7 +936,7 @@ def write_outputs(out: Path, info: dict, records: list[dict], args: argparse.Nam
         ]
     )
     (out / "summary.md").write_text(text + "\n")
-    plot(records, out / "go1_walk.png", args.target, args.max_falls)
+    plot(records, out / plot_name(records_task(records)), args.target, args.max_falls)
     return text
 
 
@@ -854,6 +944,13 @@ def write_outputs(out: Path, info: dict, records: list[dict], args: argparse.Nam
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", default=DEFAULT_PRESET, help="strl_jax preset (configs/<name>.yaml)")
+    p.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a strl_jax config file over the preset (e.g. configs/recipes/legged_cpu.yaml)",
+    )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="strl_jax override")
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="strl_jax seeds (default 1 2 3)")
     p.add_argument("--minutes", type=float, default=None, help="wall minutes per strl_jax run (default 60)")
@@ -907,7 +1004,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--episode-length", type=int, default=None, help="evaluation episode length (default 1000)"
     )
     p.add_argument("--eval-seed", type=int, default=0, help="the evaluation's env keys")
-    p.add_argument("--target", type=float, default=0.35, help="velrmsd that counts as following commands")
+    p.add_argument(
+        "--target",
+        type=float,
+        default=None,
+        help="velrmsd that counts as following commands (default: a third of a standing robot's)",
+    )
     p.add_argument("--max-falls", type=float, default=0.05, help="largest fraction of falls at the target")
     p.add_argument(
         "--smoke",
@@ -920,7 +1022,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--eval-only", action="store_true", help="re-evaluate the checkpoints in --out's runs.json"
     )
     p.add_argument("--out", default=None, help="output folder (default: a new /tmp folder)")
-    p.add_argument("--worker", choices=["strl_jax", "playground", "evaluate"], help=argparse.SUPPRESS)
+    p.add_argument(
+        "--worker", choices=["strl_jax", "playground", "evaluate", "standing"], help=argparse.SUPPRESS
+    )
     p.add_argument("worker_args", nargs="*", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.peer_envs is not None and args.peer_envs < 1:
@@ -955,6 +1059,8 @@ def main(argv: list[str] | None = None) -> int:
         records = saved["runs"]
         # the training machine stays on record; this one only evaluates
         info = {**info, "machine": saved.get("machine", info["machine"]), "eval_machine": info["machine"]}
+        info["standing"] = saved.get("standing")
+        set_target(args, info["standing"])
         for record in records:
             evaluate(record, args, out)
             write_outputs(out, info, records, args)
@@ -962,8 +1068,13 @@ def main(argv: list[str] | None = None) -> int:
         plans = planned_runs(args)
         finished = finished_runs(out, plans) if args.resume else {}
         plans = selected_runs(plans, finished, args.only)
-        if args.resume:
-            info["machine"] = json.loads((out / "runs.json").read_text()).get("machine", info["machine"])
+        saved = json.loads((out / "runs.json").read_text()) if args.resume else {}
+        info["machine"] = saved.get("machine", info["machine"])
+        info["standing"] = saved.get("standing")
+        if not info["standing"] and not args.no_eval:
+            info["standing"] = measure_standing(plans[0]["task"], args, out)
+        set_target(args, info["standing"])
+        info["args"]["target"] = args.target
         for plan in plans:
             spec = plan["spec"]
             what = " ".join(spec["overrides"]) if "overrides" in spec else json.dumps(spec["kwargs"])
@@ -995,7 +1106,8 @@ def main(argv: list[str] | None = None) -> int:
                 save()
         records = runs_on_record(plans, finished, started)
     text = write_outputs(out, info, records, args)
-    print("\n" + text + f"\n\nwritten to {out} (runs.json, summary.md, go1_walk.png)")
+    png = plot_name(records_task(records))
+    print("\n" + text + f"\n\nwritten to {out} (runs.json, summary.md, {png})")
     failed = any("error" in r.get("train", {}) or r.get("eval_error") for r in records)
     return 1 if failed else 0
 

@@ -167,3 +167,68 @@ def test_go1_walk_plans_the_peer_at_its_own_size_and_times_the_peers_final_retur
         in go1_walk.peer_return_lines(records)[1]
     )
     assert go1_walk.peer_return_lines(records[:1]) == []
+
+
+def test_go1_walk_plans_any_legged_task_and_aims_at_a_third_of_its_standing_robot():
+    """Another robot's preset plans its own task for both libraries (the peer with that task's
+    published settings), a non-joystick preset is refused, and the default target is a third of
+    the standing robot's velrmsd."""
+    import go1_walk
+
+    strl, peer = go1_walk.planned_runs(
+        go1_walk.parse_args(["--preset", "SpotFlatTerrainJoystick_cpu", "--seeds", "1"])
+    )
+    assert strl["task"] == peer["task"] == peer["spec"]["task"] == "SpotFlatTerrainJoystick"
+    assert strl["trained_reward"]["reward_config.scales.tracking_lin_vel"] == 3.0
+    published = go1_walk.published_settings("SpotFlatTerrainJoystick")
+    assert peer["spec"]["kwargs"]["unroll_length"] == published["unroll_length"]
+    assert go1_walk.plot_name("SpotFlatTerrainJoystick") == "SpotFlatTerrainJoystick_walk.png"
+    assert go1_walk.plot_name(go1_walk.TASK) == "go1_walk.png"
+    assert go1_walk.records_task([{"label": "old"}]) == go1_walk.TASK  # runs recorded before tasks
+    with pytest.raises(SystemExit, match="evaluates joystick tracking on one of Go1JoystickFlatTerrain"):
+        go1_walk.planned_runs(go1_walk.parse_args(["--preset", "hopper", "--seeds", "1"]))
+    args = go1_walk.parse_args(["--seeds", "1"])
+    go1_walk.set_target(args, {"velrmsd": 0.87})
+    assert args.target == 0.29
+    args = go1_walk.parse_args(["--seeds", "1", "--target", "0.4"])
+    go1_walk.set_target(args, {"velrmsd": 0.87})
+    assert args.target == 0.4
+    args = go1_walk.parse_args(["--seeds", "1"])
+    go1_walk.set_target(args, None)
+    assert args.target == go1_walk.DEFAULT_TARGET
+
+
+def test_legged_zoo_tabulates_trained_robots_and_projects_the_others(tmp_path):
+    """A robot with a CPU preset trains under it, the others under their body plan's recipe; the
+    summary gives a trained robot's seeds at the target and an untrained one's projected time
+    (the trained quadrupeds' median env steps to the target at its env steps/s)."""
+    import legged_zoo
+
+    assert legged_zoo.robot_config("Spot") == ("SpotFlatTerrainJoystick_cpu", [])
+    preset, files = legged_zoo.robot_config("T1")
+    assert preset == "T1JoystickFlatTerrain" and files[0].endswith("configs/recipes/legged_cpu.yaml")
+    with pytest.raises(SystemExit):
+        legged_zoo.parse_args(["train", "--robots", "Cheetah"])
+
+    def checkpoint(minutes, velrmsd, falls):
+        return {"wall_s": 60.0 * minutes, "env_steps": int(1e6 * minutes), "velrmsd": velrmsd, "falls": falls}
+
+    seeds = [
+        [checkpoint(10, 0.5, 0.0), checkpoint(20, 0.3, 0.1), checkpoint(30, 0.3, 0.0)],
+        [checkpoint(10, 0.4, 0.0), checkpoint(20, 0.32, 0.0), checkpoint(30, 0.31, 0.03)],
+    ]
+    runs = [
+        {"library": "strl_jax", "seed": i + 1, "evals": evals, "train": {"sps": 5000.0 + i}}
+        for i, evals in enumerate(seeds)
+    ]
+    saved = {"standing": {"velrmsd": 0.99}, "args": {"target": 0.33, "max_falls": 0.05}, "runs": runs}
+    (tmp_path / "Spot").mkdir()
+    (tmp_path / "Spot" / "runs.json").write_text(json.dumps(saved))
+    (tmp_path / "throughput.json").write_text(json.dumps({"robots": {"T1": {"sps": 2500.0}}}))
+    text = legged_zoo.summary(tmp_path)
+    spot = next(line for line in text.splitlines() if line.startswith("| Spot "))
+    assert "| 2 of 2 " in spot and "| 20.0 / 25.0 / 30.0 " in spot and "| 0.990 " in spot
+    t1 = next(line for line in text.splitlines() if line.startswith("| T1 "))
+    # median steps to target 25M at 2,500 env steps/s: 167 minutes
+    assert "| not trained " in t1 and t1.rstrip(" |").endswith("167")
+    assert (tmp_path / "summary.md").read_text().strip() == text.strip()

@@ -149,3 +149,30 @@ def test_presets_that_extend_each_other_in_a_cycle_are_refused(tmp_path, monkeyp
     with pytest.raises(ConfigError) as err:
         load_preset("A")
     assert "cycle: A -> recipes/b -> A" in str(err.value)
+
+
+QUADRUPEDS = {
+    "Go1JoystickFlatTerrain_cpu": "Go1JoystickFlatTerrain",
+    "SpotFlatTerrainJoystick_cpu": "SpotFlatTerrainJoystick",
+    "BarkourJoystick_cpu": "BarkourJoystick",
+}
+
+
+@pytest.mark.parametrize("preset", sorted(QUADRUPEDS))
+def test_each_quadruped_preset_is_its_task_under_the_quadruped_recipe(preset):
+    """A quadruped's CPU preset adds nothing of its own to its task's preset and the quadruped
+    recipe, which is the legged recipe plus the two tracking weights."""
+    recipe_file = RECIPE_FILE.parent / "quadruped_cpu.yaml"
+    task = QUADRUPEDS[preset]
+    by_hand = config_to_dict(resolve_config(task, [str(recipe_file)]))
+    assert config_to_dict(resolve_config(preset)) == by_hand
+    weights = [
+        f"env.playground.reward_config.scales.{k}={CHANGED['env.playground.reward_config.scales.' + k]}"
+        for k in ("tracking_lin_vel", "tracking_ang_vel")
+    ]
+    assert by_hand == config_to_dict(resolve_config(task, [str(RECIPE_FILE)], weights))
+    assert set(flatten(resolve_config(preset).env.playground)) == {
+        "impl",
+        "reward_config.scales.tracking_lin_vel",
+        "reward_config.scales.tracking_ang_vel",
+    }
