@@ -1059,8 +1059,10 @@ def main(argv: list[str] | None = None) -> int:
         records = saved["runs"]
         # the training machine stays on record; this one only evaluates
         info = {**info, "machine": saved.get("machine", info["machine"]), "eval_machine": info["machine"]}
-        info["standing"] = saved.get("standing")
+        # measured again with this evaluation code, as every checkpoint is
+        info["standing"] = measure_standing(records_task(records), args, out)
         set_target(args, info["standing"])
+        info["args"]["target"] = args.target
         for record in records:
             evaluate(record, args, out)
             write_outputs(out, info, records, args)

@@ -231,12 +231,34 @@ def fallen(task: NativeTask, data: Any) -> bool:
     return bool(sensor(task, data, "upvector")[-1] < 0.0)
 
 
-def base_velocity(data: Any) -> np.ndarray:
-    """(vx, vy, yaw rate) of the base in its own frame, as strl_jax's locomotion probe measures."""
+def command_frame(model: Any) -> np.ndarray | None:
+    """The rotation `[3, 3]` from the floating base's frame to the frame a joystick task's commands
+    are given in: that of the site of its `local_linvel` sensor, the velocity its tracking reward
+    reads. None where the two agree (Go1, Spot, the humanoids) or the task has no such sensor.
+    Barkour's IMU faces backwards: in the base's own frame its forward command is -x."""
+    names = [model.sensor(i).name for i in range(model.nsensor)]
+    found = [i for i, name in enumerate(names) if name == "local_linvel"]
+    if not found or int(model.sensor_objtype[found[0]]) != int(mujoco.mjtObj.mjOBJ_SITE):
+        return None
+    site = int(model.sensor_objid[found[0]])
+    if int(model.site_bodyid[site]) != int(model.jnt_bodyid[0]):
+        return None  # a site on another body: its orientation to the base changes with the pose
+    rot = np.zeros(9)
+    mujoco.mju_quat2Mat(rot, np.asarray(model.site_quat[site], np.float64))
+    rot = rot.reshape(3, 3)
+    return None if np.allclose(rot, np.eye(3), atol=1e-6) else rot
+
+
+def base_velocity(data: Any, frame: np.ndarray | None = None) -> np.ndarray:
+    """(vx, vy, yaw rate) of the base in the commands' frame (`command_frame`; None: the base's
+    own), as strl_jax's locomotion probe measures."""
     rot = np.zeros(9)
     mujoco.mju_quat2Mat(rot, data.qpos[3:7])
     local = rot.reshape(3, 3).T @ np.array(data.qvel[0:3])
-    return np.array([local[0], local[1], data.qvel[5]])
+    angular = np.array(data.qvel[3:6])  # a free joint's angular velocity is in the body's frame
+    if frame is not None:
+        local, angular = frame.T @ local, frame.T @ angular
+    return np.array([local[0], local[1], angular[2]])
 
 
 # ---- reward ----------------------------------------------------------------------------------

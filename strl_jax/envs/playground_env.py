@@ -220,10 +220,12 @@ def randomized_physics(env: Any, randomizer: Any, name: str = "the task's random
 @dataclasses.dataclass(frozen=True, eq=False)
 class LocomotionProbe:
     """Per-step quantities of a joystick task for `Eval/velrmsd` and `Eval/CoT`: the command
-    (vx, vy, yaw rate), the base's velocity in its own frame (vx, vy, yaw rate), the mechanical
-    power of the actuators `sum |qfrc_actuator * qvel|` and the robot's (randomised) weight."""
+    (vx, vy, yaw rate), the base's velocity in the commands' frame (vx, vy, yaw rate; `frame`:
+    `native_mujoco.command_frame`, None where it is the base's own), the mechanical power of the
+    actuators `sum |qfrc_actuator * qvel|` and the robot's (randomised) weight."""
 
     env: Any
+    frame: Any = None  # numpy [3, 3] or None
 
     def __call__(self, state: Any) -> dict[str, jax.Array]:
         from mujoco.mjx._src import math as mjx_math  # noqa: PLC0415 - optional dependency
@@ -231,7 +233,11 @@ class LocomotionProbe:
         data, model = state.data, self.env.mjx_model
         world_vel = data.qvel[0:3]
         local = mjx_math.rotate(world_vel, mjx_math.quat_inv(data.qpos[3:7]))
-        velocity = jnp.stack([local[0], local[1], data.qvel[5]])
+        angular = data.qvel[3:6]  # a free joint's angular velocity is in the body's frame
+        if self.frame is not None:
+            rot = jnp.asarray(self.frame, local.dtype)
+            local, angular = rot.T @ local, rot.T @ angular
+        velocity = jnp.stack([local[0], local[1], angular[2]])
         power = jnp.sum(jnp.abs(data.qfrc_actuator * data.qvel))
         return {
             "command": jnp.asarray(state.info["command"][:3], jnp.float32),
@@ -239,6 +245,12 @@ class LocomotionProbe:
             "power": power.astype(jnp.float32),
             "weight": (jnp.sum(model.body_mass) * 9.81).astype(jnp.float32),
         }
+
+
+def locomotion_probe(env: Any) -> LocomotionProbe:
+    from strl_jax.envs.native_mujoco import command_frame  # noqa: PLC0415 - needs mujoco
+
+    return LocomotionProbe(env, command_frame(env.mj_model))
 
 
 def is_joystick(env: Any, reset_state: Any) -> bool:
@@ -329,7 +341,7 @@ def playground_vec_env(
         clip_actions=settings.clip_actions,
         observe=observe,
         physics=physics,
-        probe=LocomotionProbe(env) if is_joystick(env, reset_state) else None,
+        probe=locomotion_probe(env) if is_joystick(env, reset_state) else None,
         components=components,
         component_shapes=shapes,
     )
