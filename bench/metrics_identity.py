@@ -121,12 +121,13 @@ def runs(assets: Path) -> dict[str, tuple[str, list[str]]]:
             "inverted_pendulum",
             [*SMALL_MLP, "runner.num_seeds=2", "algorithm.schedule=fixed"],
         ),
-        "two_stage": (
+        "two_stage": (  # st_rl's pretraining values key by key; the next run takes the defaults
             "inverted_pendulum_teacher",
             [
                 *SMALL_MLP,
                 "runner.pretrain_iterations=3",
-                f"runner.pretrain_dataset={{data_dir: {assets / 'dataset'}, dataset_loops: -1}}",
+                f"runner.pretrain_dataset={{data_dir: {assets / 'dataset'}, dataset_loops: -1, "
+                "imitation_loss_coef: 1.0, learning_rate: null, imitation_labels: actions}",
             ],
         ),
         "two_stage_rl_imitation": (

@@ -19,8 +19,8 @@ the first checkpoint with the run's best deterministic evaluation. Each seed the
               iterations whose rollout earns less or falls more per step than the dataset;
               `advantage`: those whose return beats the critic's value);
 - st_rl rate  (`--st-rl-arm`) the same pretraining with st_rl's rate handling (the adaptive rule
-              runs), the default imitation weight 1 and the executed actions as labels,
-              evaluated before any env step only;
+              runs), st_rl's imitation weight 1 and the executed actions as labels (the
+              values of `defaults: st_rl`), evaluated before any env step only;
 - RL alone    `--iterations` RL iterations.
 
 For Go1JoystickFlatTerrain (MuJoCo Playground) the expert is the shipped walking policy
@@ -177,7 +177,7 @@ def pretrain_overrides(
 ) -> list[str]:
     settings = f"data_dir: {data}, dataset_loops: -1, imitation_loss_coef: {imitation}"
     settings += f", imitation_labels: {labels}"
-    settings += f", learning_rate: {rate}" if rate > 0 else ""
+    settings += f", learning_rate: {rate}" if rate > 0 else ", learning_rate: null"  # null: adaptive
     coef, iterations = rl_imitation
     if coef > 0:
         settings += f", rl_imitation_coef: {coef}, rl_imitation_iterations: {int(iterations)}"

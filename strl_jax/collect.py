@@ -197,7 +197,7 @@ def open_collection(
     source_run = str(Path(log_dir).resolve())
     extra = {
         "amp_obs_dim": amp_observation_size(cfg.env.task, components) if components else 0,
-        "episode_length": cfg.env.episode_length,
+        "episode_length": env.episode_length,
         "source_run": source_run,
         "checkpoint": loaded.step,
     }
@@ -231,14 +231,13 @@ def collect(
     `CollectionIncomplete` after the trajectories found so far are saved.
     """
     loaded = load_source(log_dir, checkpoint, sample_actions)
-    cfg = loaded.cfg
     env, components = recording_env(loaded, num_envs, amp_obs_components)
     options = dict(num_envs=num_envs, min_timesteps=min_timesteps, min_episodes=min_episodes,
                    success_traj_only=success_traj_only, sample_actions=sample_actions, seed=seed)  # fmt: skip
     session = open_collection(Path(out), loaded, env, components, options, log_dir)
     if session.already_full(log):
         return session.progress.metadata
-    chunk = session.chunk_steps(chunk_steps, cfg.env.episode_length)
+    chunk = session.chunk_steps(chunk_steps, env.episode_length)
     rollout = make_chunk_rollout(env, loaded.actor, chunk, sample_actions)
     reset_key, key = jax.random.split(session.key(seed))
     carry = start_envs(env, loaded.actor.initial_hidden(num_envs), reset_key)

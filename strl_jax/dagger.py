@@ -350,7 +350,7 @@ def open_dagger_session(
         "teacher_obs_group": pair.teacher.obs_group,
     }
     record = {"teacher_checkpoint": teacher_step, "options": options, "rounds": []}
-    return DatasetSession.open(out, identity, options, {"episode_length": cfg.env.episode_length}, record)
+    return DatasetSession.open(out, identity, options, {"episode_length": pair.env.episode_length}, record)
 
 
 def dagger(
@@ -380,7 +380,6 @@ def dagger(
     student, teacher_loaded, teacher_run, pair = load_pair(
         training_policy_logdir, teacher, teacher_obs_group_name, num_envs
     )
-    cfg = student.cfg
     options = {"teacher_act_prob": teacher_act_prob, "update_times_scale": update_times_scale,
                "action_sample_std": action_sample_std, "num_envs": num_envs, "min_timesteps": min_timesteps,
                "min_episodes": min_episodes, "seed": seed}  # fmt: skip
@@ -389,7 +388,7 @@ def dagger(
     )
     if session.already_full(log):
         return session.progress.metadata
-    chunk = session.chunk_steps(chunk_steps, cfg.env.episode_length)
+    chunk = session.chunk_steps(chunk_steps, pair.env.episode_length)
     loop = DaggerLoop(
         session=session,
         rollout=make_dagger_rollout(pair.env, pair.student, pair.teacher, chunk),

@@ -244,6 +244,7 @@ def generic_episode(
     """One episode on C MuJoCo from the task's initial state `start` until the task ends it or
     `episode_length` steps; velocities as the env's locomotion probe measures (NaN without one)."""
     data, state = npx.native_reset(sim, start)
+    axes = getattr(sim.vec.probe, "frame", None)  # the commands' frame (Barkour's: the IMU's)
     hidden = policy.initial_hidden()
     rewards, velocity, command, fell = [], [], [], False
     for _ in range(sim.vec.episode_length):
@@ -252,7 +253,7 @@ def generic_episode(
         command.append(np.asarray(command_in_effect(state.info), np.float64))
         state, _ = npx.native_step(sim, data, state, action)
         rewards.append(float(state.reward))
-        velocity.append(nm.base_velocity(data) if sim.vec.probe is not None else np.full(3, np.nan))
+        velocity.append(nm.base_velocity(data, axes) if sim.vec.probe is not None else np.full(3, np.nan))
         if frame is not None:
             frame(data)
         if float(state.done) > 0:
@@ -364,7 +365,7 @@ def native_task_of(loaded: Any, episode_length: int | None) -> nm.NativeTask:
     nm.require_supported(loaded.cfg.env.task)
     env_cfg = nominal_env_config(loaded.cfg.env, episode_length)
     env = make_env_from_config(env_cfg, num_envs=1)
-    return nm.native_task(env.env, env_cfg.task, env_cfg.episode_length, env_cfg.clip_actions)
+    return nm.native_task(env.env, env_cfg.task, env.episode_length, env_cfg.clip_actions)
 
 
 @dataclasses.dataclass

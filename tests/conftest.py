@@ -1,5 +1,6 @@
 """Shared test setup: JAX's persistent compilation cache, compiled programs freed per module, the
-suite spread over the cores, and what each test costs.
+suite spread over the cores, what each test costs, and no skip that `tests/allowed_skips.py` does
+not list.
 
 The suite runs on every core with pytest-xdist (`-n auto` in pyproject.toml: one worker per core,
 at most `MAX_WORKERS`): XLA compiles a program on one core, so one process left the other idle.
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import jax
 import pytest
+from allowed_skips import SkipGuard
 from filelock import FileLock
 from hypothesis import settings
 from learning_runs import train_expert
@@ -87,6 +89,8 @@ HEAVY_FIRST: tuple[str, ...] = (
     "test_go1_walk_example",
     "test_mutex",
     "test_checkpoint_resume",
+    "test_episode_length",
+    "test_checkpoint_damage",
     "test_collect",
     "test_symmetry",
     "test_population",
@@ -135,6 +139,7 @@ def set_quick_compile(quick: bool) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(SuiteCosts(config), "strl_jax_suite_costs")
+    config.pluginmanager.register(SkipGuard(config), "strl_jax_skip_guard")
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -1,23 +1,15 @@
-"""Optional packages of the test extra (`pip install -e ".[test]"`): where it installs them a
-missing one is a failure, not a skip."""
+"""Optional packages of the test extra (`pip install -e ".[test]"`): every one of them installs
+wherever strl_jax does (pyproject.toml's `requires-python` is Playground's), so a missing one is
+a failure, never a skip."""
 
 from __future__ import annotations
 
-import sys
 from types import ModuleType
-
-import pytest
-
-# The test extra installs MuJoCo Playground and its robot models from this Python on (Playground's
-# own requirement); below it, Playground's tests are skipped.
-PLAYGROUND_PYTHON = (3, 11)
 
 
 def require_playground() -> ModuleType:
-    """`mujoco_playground`; an ImportError where the test extra installs it, a skip below
-    Python 3.11 where it cannot. Works at module level too."""
-    if sys.version_info < PLAYGROUND_PYTHON:
-        pytest.skip("the test extra installs MuJoCo Playground from Python 3.11 on", allow_module_level=True)
+    """`mujoco_playground`, imported: an ImportError (a failed test, or a failed module where a
+    module calls it at import) says the test extra is not installed."""
     import mujoco_playground
 
     return mujoco_playground

@@ -13,14 +13,18 @@ import math
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+from tiny_config import tiny
 
 from strl_jax.buffers.motion_files import trajectory_files
 from strl_jax.checkpoints.orbax_checkpoints import CHECKPOINT_DIR
 from strl_jax.collect import main as collect_main
 from strl_jax.configs.loader import resolve_config
 from strl_jax.envs import make_env_from_config
+from strl_jax.networks.normalizer import InputNormalization
 from strl_jax.train_loops.evaluation import deterministic_episodes
+from strl_jax.train_loops.learner_builder import make_learner
 from strl_jax.train_loops.runner import build_programs, train
 
 PENDULUM_EPISODE = 200
@@ -169,3 +173,94 @@ def teacher_return_on_student_env(teacher_dir: Path) -> float:
 
     result = jax.jit(episodes)(teacher.initial_state, jax.random.PRNGKey(7))
     return float(result["episode_reward"])
+
+
+def pendulum_balance(root: Path, seed: int = 1) -> list[float]:
+    """Deterministic eval returns (every 10 iterations) of the default `inverted_pendulum` preset:
+    1024 envs x 16 steps, 100 iterations, 1000-step episodes."""
+    cfg = resolve_config("inverted_pendulum", overrides=["runner.eval_interval=10", f"seed={seed}"])
+    result = train(cfg, root, verbose=False)
+    return [r["eval_reward"] for r in result.rows if "eval_reward" in r]
+
+
+# One short run of the 200-step pendulum with brax's tanh-squashed Gaussian (tests/test_tanh_gaussian.py:
+# it learns, resumes exactly and exports as tanh(mean)).
+TANH_LEARN = [
+    "policy.distribution=tanh_gaussian",
+    "env.episode_length=200",
+    "env.num_envs=64",
+    "runner.num_eval_envs=8",
+    "policy.actor_hidden_dims=[32]",
+    "policy.critic_hidden_dims=[32]",
+    "runner.num_steps_per_env=16",
+    "runner.max_iterations=60",
+    "runner.eval_interval=10",
+    "runner.save_interval=20",
+    "runner.max_checkpoints_to_keep=0",
+    "runner.print_interval=1000",
+]
+
+
+def tanh_config(seed: int = 1):
+    return resolve_config("inverted_pendulum", overrides=[*TANH_LEARN, f"seed={seed}"])
+
+
+def tanh_returns(result) -> list[float]:
+    """The sampled policy's training return per iteration (deterministic evaluations are a poor
+    signal on the 200-step pendulum: the untrained mean action already balances 40-115 steps)."""
+    return [r["mean_reward"] for r in result.rows if r["mean_reward"] is not None]
+
+
+def tanh_gaussian_run(root: Path, seed: int = 1):
+    """The tanh-Gaussian pendulum run (60 iterations), its `TrainResult`."""
+    return train(tanh_config(seed), root, verbose=False)
+
+
+# EstimatorPPO on the pendulum whose velocities the actor never measures (tests/test_estimator_training.py).
+ESTIMATOR_K = 6
+ESTIMATOR = tiny(
+    "env.num_envs=32",
+    "policy.rnn_hidden_size=8",
+    "policy.estimator_kwargs={hidden_sizes: [16], nonlinearity: elu}",
+    "algorithm.learning_rate=3e-3",
+    "algorithm.num_learning_epochs=5",
+    "algorithm.num_mini_batches=4",
+    "runner.num_steps_per_env=16",
+    f"runner.eval_interval={ESTIMATOR_K}",
+    f"runner.save_interval={ESTIMATOR_K}",
+)
+
+
+def estimator_config(*overrides: str):
+    return resolve_config("inverted_pendulum_estimator", overrides=[*ESTIMATOR, *overrides])
+
+
+def estimator_errors(cfg, result) -> list[float]:
+    """Mean squared error (critic-normalised units) of the initial and of the trained estimator on
+    one rollout of the trained policy: the same data for both, so RL's drifting data cannot hide
+    or fake progress."""
+    learner = make_learner(make_env_from_config(cfg.env), cfg)
+    initial, _ = jax.jit(learner.init)(jax.random.PRNGKey(cfg.seed))
+    ts = result.train_state
+    _, tr, _ = jax.jit(learner.rollout)(ts, result.rollout_state, jax.random.PRNGKey(7))
+    nobs = InputNormalization().groups(ts.normalizers, tr.obs)
+    resets = jnp.concatenate([jnp.zeros_like(tr.dones[:1]), tr.dones[:-1]])
+    units = learner.model.units(ts.normalizers)
+    target = nobs["critic"][..., 2:4]
+    errors = []
+    for params in (initial.params, ts.params):
+        _, _, _, est = learner.model.sequence(params, nobs, tr.initial_hidden, resets, tr.draws, units)
+        errors.append(float(jnp.mean(jnp.square(est["estimator"] - target))))
+    return errors
+
+
+def estimator_run_config(seed: int = 1):
+    """EstimatorPPO, 2K iterations straight."""
+    return estimator_config(f"runner.max_iterations={2 * ESTIMATOR_K}", f"seed={seed}")
+
+
+def estimator_error_ratio(root: Path, seed: int = 1) -> dict:
+    """The trained estimator's error over the initial one's, after `estimator_run_config`'s run."""
+    cfg = estimator_run_config(seed)
+    initial, trained = estimator_errors(cfg, train(cfg, root, verbose=False))
+    return {"initial": initial, "trained": trained, "ratio": trained / initial}

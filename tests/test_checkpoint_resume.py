@@ -357,21 +357,22 @@ def files(folder: Path, data_only: bool = False) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file() and (p.parent.name == "d" or not data_only))
 
 
+ARRAY_FILE = r"state/(ocdbt\.process_0/)?d/\w+"  # orbax's array files, named at random
 DAMAGE = {
     "meta_folder_missing": (lambda step: shutil.rmtree(step / "meta"), "its meta folder is missing"),
     "array_files_truncated": (
         lambda step: [
             f.write_bytes(f.read_bytes()[: f.stat().st_size // 2]) for f in files(step / "state", True)
         ],
-        "an array cannot be read",
+        f"{ARRAY_FILE} is \\d+ bytes long, \\d+ were written",
     ),
     "array_files_zeroed": (
         lambda step: [f.write_bytes(bytes(f.stat().st_size)) for f in files(step / "state", True)],
-        "an array cannot be read",
+        f"{ARRAY_FILE} does not hold the bytes that were written",
     ),
     "meta_truncated": (
         lambda step: [f.write_bytes(f.read_bytes()[:10]) for f in files(step / "meta")],
-        "a metadata file is truncated or not JSON",
+        "meta/commit_success.txt is 10 bytes long",
     ),
 }
 

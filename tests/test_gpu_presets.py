@@ -7,7 +7,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from strl_jax.configs import available_presets, resolve_config
@@ -86,7 +85,11 @@ def test_gpu_preset_settings_train_an_iteration_at_a_small_size(tmp_path):
     train(cfg, log_dir=tmp_path, verbose=False)
     (row,) = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert row["env_steps"] == 32 * cfg.runner.num_steps_per_env
-    assert np.isfinite(row["value_function"])
+    # brax's reward scaling (reward_scaling 10) reaches the value targets: the value loss is 100x
+    # the unscaled one. Iteration 1 over seeds 0-4: 3925-4287 (median 4186); with
+    # algorithm.reward_scale=1 instead 39-44 (median 43).
+    assert cfg.algorithm.reward_scale == 10
+    assert 2000 < row["value_function"] < 8000
 
 
 def test_learning_curves_give_both_libraries_the_same_budget_evaluations_and_seed():

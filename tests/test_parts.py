@@ -143,8 +143,9 @@ def test_a_part_from_a_test_file_trains_and_logs(runs):
     for row in logged:
         assert {"reward_prediction", "prediction_error", "steps_seen", "surrogate"} <= set(row)
         assert row["steps_seen"] == 16 * 8  # one per env and step of the iteration
-    # the auxiliary loss trains its network through the shared optimiser
-    assert logged[-1]["reward_prediction"] < logged[0]["reward_prediction"]
+    # the auxiliary loss trains its network through the shared optimiser: iteration 4's loss over
+    # iteration 1's, seeds 0-5: 0.25-0.33 (median 0.30)
+    assert logged[-1]["reward_prediction"] < 0.5 * logged[0]["reward_prediction"]
     params = straight.train_state.parts["reward_predictor"]["params"]
     assert int(jnp.sum(straight.rollout_state.parts["reward_predictor"])) == 4 * 16 * 8
     assert "reward_predictor" in str(jax.tree_util.tree_structure(straight.train_state.opt_state))

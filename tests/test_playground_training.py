@@ -28,6 +28,7 @@ from strl_jax.collect import main as collect_main  # noqa: E402
 from strl_jax.configs.loader import resolve_config  # noqa: E402
 from strl_jax.play import main as play_main  # noqa: E402
 from strl_jax.train import main as train_main  # noqa: E402
+from strl_jax.train_loops.devices import local_copy  # noqa: E402
 from strl_jax.train_loops.runner import build_programs, run_keys, train  # noqa: E402
 
 TASK = "Go1JoystickFlatTerrain"
@@ -88,14 +89,32 @@ def test_go1_learns_above_the_random_policy(learning_run):
     assert falls[-10:].mean() < 0.5 * falls[1:11].mean(), falls
 
 
-def test_playground_metrics_and_locomotion_evaluation_reach_metrics_jsonl(learning_run):
-    _, rows = learning_run
+def test_metrics_jsonl_holds_the_playground_terms_and_the_trained_policys_evaluation(learning_run):
+    """What reaches metrics.jsonl, not how good it is: 120 iterations on 64 envs stay on Go1's
+    standing plateau (a standing Go1 scores velrmsd about 1.05, BENCHMARKS.md), so no bound on
+    velrmsd or CoT tells this policy from a standing one. The last evaluation row holds the numbers
+    of the policy the run ended with, under the run's evaluation key for that iteration: evaluated
+    again from the final train state, every eval_ value is the same; falls and episode lengths agree
+    over the 4 evaluation episodes of 1000 steps."""
+    result, rows = learning_run
     for term in ("tracking_lin_vel", "tracking_ang_vel", "orientation", "feet_air_time", "termination"):
         assert any(f"episode/reward/{term}" in r for r in rows), term
     evals = [r for r in rows if "eval_reward" in r]
     assert [r["iteration"] for r in evals] == [60, 120]
     for r in evals:
-        assert 0.0 < r["eval_velrmsd"] < 5.0 and 0.0 < r["eval_CoT"] < 100.0, r
+        falls = r["eval_falls"] * 4  # episodes of the 4 that ended early
+        assert falls == round(falls)
+        assert (r["eval_episode_length"] == 1000) == (falls == 0), r
+        assert r["eval_episode_length"] <= 1000 - falls / 4, r
+    # the run's evaluation key for that iteration (a function of the seed and the iteration)
+    key = jax.random.fold_in(run_keys(go1_config())[1], ITERATIONS)
+    params, normalizers = local_copy((result.train_state.params, result.train_state.normalizers))
+    again = jax.device_get(build_programs(go1_config()).evaluate(params, normalizers, key))
+    logged = evals[-1]
+    assert logged["eval_reward"] == float(again["episode_reward"])
+    assert logged["eval_episode_length"] == float(again["episode_length"])
+    for name in ("velrmsd", "CoT", "falls"):
+        assert logged[f"eval_{name}"] == float(again[name]), name
 
 
 def test_each_env_keeps_its_own_physics_and_the_iteration_compiles_once(learning_run):

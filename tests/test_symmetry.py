@@ -448,15 +448,24 @@ def test_symmetry_needs_a_feed_forward_ppo_and_an_importable_function(tmp_path):
         train(cfg, tmp_path / "wrong", verbose=False)
 
 
-def test_training_with_symmetry_logs_finite_losses(tmp_path):
-    """Two iterations of inverted_pendulum with augmentation and the mirror loss."""
-    on = sym_override(use_data_augmentation=True, use_mirror_loss=True, mirror_loss_coeff=0.5)
-    cfg = resolve_config("inverted_pendulum", overrides=tiny(on, "runner.max_iterations=2"))
+def test_training_with_the_mirror_loss_makes_the_policy_symmetric(tmp_path):
+    """Four iterations of inverted_pendulum with the mirror loss (no augmentation, whose mirrored
+    samples would make the policy symmetric by themselves) and no observation normaliser (each
+    update of its mean moves the mirror image of a normalised observation, an asymmetry no few
+    steps undo): the policy's mirror error stays near zero, where PPO alone makes it asymmetric.
+
+    `symmetry` of iteration 4 over seeds 0-4 (2-core EPYC): 1.3e-4-2.5e-3 (median 4.2e-4); with the
+    loss only logged (`use_mirror_loss=False`) 0.061-0.39 (median 0.074)."""
+    on = sym_override(use_data_augmentation=False, use_mirror_loss=True, mirror_loss_coeff=10.0)
+    overrides = ["runner.max_iterations=4", "runner.empirical_normalization=false"]
+    cfg = resolve_config(
+        "inverted_pendulum", overrides=tiny(on, *overrides, "algorithm.num_learning_epochs=8")
+    )
     rows = train(cfg, tmp_path / "run", verbose=False).rows
-    assert len(rows) == 2
+    assert len(rows) == 4
     for key in ("surrogate", "value_function", "entropy", "symmetry", "kl", "learning_rate"):
         assert all(np.isfinite(r[key]) for r in rows), key
-    assert rows[-1]["symmetry"] > 0
+    assert rows[-1]["symmetry"] < 0.01
 
 
 def test_rsl_rl_symmetry_cfg_maps_to_algorithm_symmetry_cfg():

@@ -17,6 +17,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from brax.training.distribution import NormalTanhDistribution
+from learning_runs import tanh_config, tanh_gaussian_run, tanh_returns
 from tiny_config import tiny
 
 from strl_jax.checkpoints.orbax_checkpoints import CHECKPOINT_DIR
@@ -146,35 +147,20 @@ def test_population_with_swept_init_std_starts_each_member_at_its_std():
     np.testing.assert_allclose(tanh_std(bias[:, 1]), [0.5, 0.5, 1.0, 1.0], rtol=1e-6)
 
 
-# One short run of the 200-step pendulum: learns, resumes exactly, exports as tanh(mean).
-LEARN = [
-    TANH,
-    "env.episode_length=200",
-    "env.num_envs=64",
-    "runner.num_eval_envs=8",
-    "policy.actor_hidden_dims=[32]",
-    "policy.critic_hidden_dims=[32]",
-    "runner.num_steps_per_env=16",
-    "runner.max_iterations=60",
-    "runner.eval_interval=10",
-    "runner.save_interval=20",
-    "runner.max_checkpoints_to_keep=0",
-    "runner.print_interval=1000",
-]
-
-
+# One short run of the 200-step pendulum (tests/learning_runs.py): learns, resumes exactly, exports
+# as tanh(mean).
 @pytest.fixture(scope="module")
 def learned(tmp_path_factory):
-    return train(
-        resolve_config("inverted_pendulum", overrides=LEARN), tmp_path_factory.mktemp("tanh"), verbose=False
-    )
+    return tanh_gaussian_run(tmp_path_factory.mktemp("tanh"))
 
 
 def test_inverted_pendulum_learns(learned):
-    """The sampled policy's training return: ~17-23 at iteration 2 (a random policy), best over 60
-    iterations 105-200 over seeds 1-12 (deterministic evaluations are a poor signal here: the
-    untrained mean action already balances 40-115 steps of 200)."""
-    returns = [r["mean_reward"] for r in learned.rows if r["mean_reward"] is not None]
+    """The sampled policy's training return: 12-14 when first logged (a random policy), best over 60
+    iterations far above it (deterministic evaluations are a poor signal here: the untrained mean
+    action already balances 40-115 steps of 200)."""
+    returns = tanh_returns(learned)
+    # BENCHMARKS.md, Learning spread: tanh: best 94.6 / 200 / 200 over 12 runs (seeds 1-8 flag on,
+    # 1-4 flag off; first return 12.1-13.6, so the threshold is 70): margin 24.6 to the worst seed.
     assert max(returns) >= max(70.0, 3.0 * returns[0]), returns
 
 
@@ -183,7 +169,7 @@ def test_resume_continues_exactly(learned, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(learned.log_dir, run)
     shutil.rmtree(run / CHECKPOINT_DIR / "60")
-    resumed = train(resolve_config("inverted_pendulum", overrides=LEARN), run, verbose=False, resume=True)
+    resumed = train(tanh_config(), run, verbose=False, resume=True)
     assert [r["iteration"] for r in resumed.rows] == list(range(41, 61))
     jax.tree.map(np.testing.assert_array_equal, resumed.train_state, learned.train_state)
 

@@ -4,6 +4,8 @@ resampling (`hidden_state_resample_prob`)."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -105,25 +107,44 @@ def dagger_config(teacher_dir, *overrides):
     )
 
 
+def imitation_error(learner, train_state, params, stored) -> jax.Array:
+    """Mean L2 distance of the student's action means (`params`, with `train_state`'s normaliser)
+    to the teacher's labels over one rollout the history stores (leaves `[T, N, 1, ...]`)."""
+    rollout = jax.tree.map(lambda x: x[:, :, 0], stored)
+    nobs = learner.normalization.groups(train_state.normalizers, rollout.obs)
+    mean = learner.model.sequence(params, nobs, rollout.hidden, rollout.resets)[0]
+    (labels,) = [fields["action_labels"] for fields in rollout.parts.values() if "action_labels" in fields]
+    return jnp.mean(jnp.linalg.norm(mean - labels, axis=-1))
+
+
 @pytest.mark.parametrize("recurrent", [True, False])
 def test_dagger_learns_from_the_last_rollouts(teacher_dir, recurrent):
-    """buffer_dilation_ratio=2: every update's batch holds this rollout and the one before."""
+    """buffer_dilation_ratio=2: every update's batch holds this rollout and the one before; over
+    12 iterations the student learns the teacher's actions on the first rollout's steps. A fixed
+    rate: the adaptive one climbs to 1e-2 on these tiny batches and the student overshoots back
+    and forth."""
     extra = [] if recurrent else ["policy.class_name=ActorCritic"]
-    cfg = dagger_config(teacher_dir, "algorithm.buffer_dilation_ratio=2", *extra)
+    cfg = dagger_config(teacher_dir, "algorithm.buffer_dilation_ratio=2", "algorithm.schedule=fixed", *extra)
     learner = make_learner(make_env_from_config(cfg.env), cfg)
-    ts, rs = jax.jit(learner.init)(jax.random.PRNGKey(0))
+    initial, rs = jax.jit(learner.init)(jax.random.PRNGKey(0))
     step = jax.jit(learner.iteration)
     before = rs.obs["policy"]
-    ts, rs, m1 = step(ts, rs)
+    ts, rs, _ = step(initial, rs)
     kept = rs.history.batch
     assert int(rs.history.filled) == 1
     np.testing.assert_array_equal(np.asarray(kept.obs["policy"][0, :, 0]), np.asarray(before))
-    ts, rs, m2 = step(ts, rs)
-    assert np.isfinite(float(m2["scalars"]["distillation"]))
+    ts, rs, _ = step(ts, rs)
     # the stored rollout is the previous one, whose first observation was where iteration 2 began
     assert not np.array_equal(np.asarray(rs.history.batch.obs["policy"]), np.asarray(kept.obs["policy"]))
     if recurrent:
         assert kept.hidden["actor"][0].shape == (1, cfg.env.num_envs, 1, 8)
+    for _ in range(10):
+        ts, rs, _ = step(ts, rs)
+    error = jax.jit(functools.partial(imitation_error, learner, ts))
+    # after 12 iterations over the untrained student's, seeds 0-4: recurrent 0.10-0.29 (median
+    # 0.115), feed-forward 0.16-0.29 (median 0.22)
+    trained, untrained = (float(error(params, kept)) for params in (ts.params, initial.params))
+    assert trained < 0.5 * untrained, (trained, untrained)
 
 
 def test_history_config_errors(teacher_dir):

@@ -13,6 +13,7 @@ happens is completed by starting the order over, and the next iterations step th
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import jax
@@ -34,7 +35,8 @@ OPTION = "runner.pretrain_dataset"
 # the iterations whose rollout earns less or falls more per step than the dataset. Both imitation
 # terms pull towards `imitation_labels` (strl_jax's): the executed `actions` (st_rl's), or the
 # `mean_actions` a `strl_jax.collect` dataset records beside them (the demonstrator's
-# deterministic action where its executed one was a noisy sample).
+# deterministic action where its executed one was a noisy sample). `defaults` names the set of
+# values the pretraining keys take where the mapping leaves them out (`STAGE_DEFAULTS`).
 KEYS = (
     "data_dir",
     "dataset_loops",
@@ -45,19 +47,48 @@ KEYS = (
     "rl_imitation_iterations",
     "rl_imitation_filter",
     "imitation_labels",
+    "defaults",
 )
 RL_IMITATION_FILTERS = ("none", "advantage", "reward")
 IMITATION_LABELS = ("actions", "mean_actions")
+
+
+@dataclass(frozen=True)
+class StageDefaults:
+    """What the pretraining iterations learn with where `runner.pretrain_dataset` is silent."""
+
+    imitation_loss_coef: float
+    learning_rate: float | None  # None: the algorithm's schedule
+    imitation_labels: str
+
+
+# `head_start`: behaviour cloning with a critic that learns the dataset's returns. With st_rl's
+# values the surrogate, entropy and value terms still steer the actor at weight 1, and the
+# adaptive rule reads the imitation pull as a too-large step and sits at its 1e-5 floor: after 10
+# iterations on 20,000 sampled expert steps, hopper stood (75-76% of the expert's return) where
+# these values reached 95-96%, walker2d -4% to 52% against 58-74% (BENCHMARKS.md, "Two-stage
+# training"). A trajectory without `mean_actions` (a dataset not written by `strl_jax.collect`)
+# is imitated on its executed actions unless `imitation_labels` is set.
+# `st_rl`: st_rl's TwoStageRunner hands each replayed step to TPPO's
+# `collect_transition_from_dataset`, which makes the executed action the label of TPPO's
+# distillation loss (`distillation_loss_coef`, 1 by default), and the rate adapts or is
+# scheduled as in any iteration.
+STAGE_DEFAULTS = {
+    "head_start": StageDefaults(
+        imitation_loss_coef=100.0, learning_rate=3e-4, imitation_labels="mean_actions"
+    ),
+    "st_rl": StageDefaults(imitation_loss_coef=1.0, learning_rate=None, imitation_labels="actions"),
+}
 DEFAULTS = {
+    "defaults": "head_start",
     "dataset_loops": 1,
     "random_shuffle_traj_order": False,
-    "imitation_loss_coef": 1.0,
-    "learning_rate": None,
     "rl_imitation_coef": 0.0,
     "rl_imitation_iterations": 0,
     "rl_imitation_filter": "none",
-    "imitation_labels": "actions",
 }
+# Labels that stand in, trajectory by trajectory, where a defaulted label is not recorded.
+LABEL_FALLBACK = {"mean_actions": "actions"}
 # The transitions' field (under `Transition.parts`) holding the imitation labels of replayed steps.
 DATASET_LABELS = "dataset"
 CYCLE_PASSES = 8
@@ -98,13 +129,15 @@ class DatasetCursor:
 
 
 def pretrain_settings(raw: dict) -> dict[str, Any]:
-    """`runner.pretrain_dataset` with defaults, checked (keys, types, the folder)."""
+    """`runner.pretrain_dataset` with defaults (its `defaults` set's for the pretraining keys it
+    leaves out), checked (keys, types, the folder); `label_fallback`: the labels a trajectory
+    without the defaulted `imitation_labels` is imitated on (None: it is refused)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{OPTION} must be a mapping with keys {list(KEYS)}, got {raw!r}")
     unknown = sorted(set(raw) - set(KEYS))
     if unknown:
         raise ConfigError(f"{OPTION} has keys strl_jax does not read: {unknown}; valid keys: {list(KEYS)}")
-    settings = {**DEFAULTS, **raw}
+    settings = {**with_defaults(raw), **raw}
     if not isinstance(settings.get("data_dir"), str) or not settings["data_dir"]:
         raise ConfigError(
             f"{OPTION}.data_dir must name a dataset folder written by python -m strl_jax.collect"
@@ -137,12 +170,25 @@ def pretrain_settings(raw: dict) -> dict[str, Any]:
             f"got {settings['imitation_labels']!r}"
         )
     settings["learning_rate"] = fixed_rate(settings["learning_rate"])
+    settings["label_fallback"] = (
+        None if "imitation_labels" in raw else LABEL_FALLBACK.get(settings["imitation_labels"])
+    )
     return settings
 
 
+def with_defaults(raw: dict) -> dict[str, Any]:
+    """The values `raw`'s keys take where it leaves them out: the common ones and those of its
+    `defaults` set (`STAGE_DEFAULTS`)."""
+    name = raw.get("defaults", DEFAULTS["defaults"])
+    if not isinstance(name, str) or name not in STAGE_DEFAULTS:
+        raise ConfigError(f"{OPTION}.defaults must be one of {list(STAGE_DEFAULTS)}, got {name!r}")
+    return {**DEFAULTS, **asdict(STAGE_DEFAULTS[name]), "defaults": name}
+
+
 def fixed_rate(value: Any) -> float | None:
-    """`learning_rate` as a float > 0, or None (unset). YAML 1.1 reads `1e-3` (no dot) as a
-    string, so numeric strings are read as numbers, as the config schema's floats are."""
+    """`learning_rate` as a float > 0, or None (`null`: the algorithm's schedule). YAML 1.1
+    reads `1e-3` (no dot) as a string, so numeric strings are read as numbers, as the config
+    schema's floats are."""
     if value is None:
         return None
     rate = value
@@ -154,15 +200,17 @@ def fixed_rate(value: Any) -> float | None:
     if isinstance(rate, bool) or not isinstance(rate, int | float) or not (math.isfinite(rate) and rate > 0):
         raise ConfigError(
             f"{OPTION}.learning_rate must be a number > 0 (the rate of every pretraining step; "
-            f"leave it out for algorithm.schedule), got {value!r}"
+            f"null for algorithm.schedule), got {value!r}"
         )
     return float(rate)
 
 
-def read_pieces(files: list, labels: str = "actions") -> dict[str, list[np.ndarray]]:
+def read_pieces(
+    files: list, labels: str = "actions", fallback: str | None = None
+) -> dict[str, list[np.ndarray]]:
     """Per trajectory file: policy and critic observations (`critic_obs`, else `obs`), actions,
-    imitation labels (the file's `labels` array), rewards, dones (1 at the last step, whatever
-    the file says) and time-outs (0 if absent)."""
+    imitation labels (the file's `labels` array, else its `fallback` one where given), rewards,
+    dones (1 at the last step, whatever the file says) and time-outs (0 if absent)."""
     pieces: dict[str, list[np.ndarray]] = {
         k: [] for k in ("policy", "critic", "actions", "labels", "rewards", "dones", "timeouts")
     }
@@ -173,13 +221,14 @@ def read_pieces(files: list, labels: str = "actions") -> dict[str, list[np.ndarr
                 raise ConfigError(
                     f"{path}: missing {missing}; write datasets with python -m strl_jax.collect"
                 )
-            if labels not in data:
+            name = fallback if labels not in data and fallback is not None else labels
+            if name not in data:
                 raise ConfigError(
                     f"{path} holds no {labels!r} for {OPTION}.imitation_labels: {labels}; "
                     f"python -m strl_jax.collect records them (the file holds {sorted(data.files)}), "
                     "or imitate the executed actions with imitation_labels: actions"
                 )
-            pieces["labels"].append(data[labels])
+            pieces["labels"].append(data[name])
             pieces["policy"].append(data["obs"])
             pieces["critic"].append(data["critic_obs"] if "critic_obs" in data else data["obs"])
             pieces["actions"].append(data["actions"])
@@ -213,7 +262,7 @@ def load_dataset_arrays(
             f"{where}: the policy reads observation groups {unknown}, which datasets do not store "
             "(they hold the policy and critic groups)"
         )
-    pieces = read_pieces(files, settings["imitation_labels"])
+    pieces = read_pieces(files, settings["imitation_labels"], settings.get("label_fallback"))
     lengths = np.asarray([len(r) for r in pieces["rewards"]], np.int32)
     obs = {}
     for group, shape in groups.items():

@@ -2,11 +2,16 @@
 
 A checkpoint step holds two items: `state` (the TrainState and RolloutState pytrees) and
 `meta` (JSON: iteration, the host-side logging window, elapsed wall time, the resolved config
-and the `layout` of leaves orbax cannot store as they are). Orbax writes each step into a
-temporary folder and renames it when complete, so a process killed while saving leaves the
-previous steps intact; a step that is nevertheless damaged (a file missing or truncated, an
-array unreadable: `CheckpointDamage`) is skipped with a `CheckpointWarning` in favour of the one
-before it. Any other failure while restoring is a bug, not damage: it propagates with its cause.
+and the `layout` of leaves orbax cannot store as they are), plus a record of its files (size and
+SHA-256 of each: `checkpoints.file_record`). Orbax writes each step into a temporary folder and
+renames it when complete, so a process killed while saving leaves the previous steps intact.
+
+Before a step is restored every file is checked against its record: a step with any file
+missing, cut short or overwritten (`CheckpointDamage`, naming the file) is skipped with a
+`CheckpointWarning` in favour of the one before it, and with no intact step left the
+`CheckpointError` names each step's damage. A step whose files are as written is restored
+strictly: a failure then is a bug, and propagates with its cause. (Steps written before records
+existed are read once in full instead; any failure to read one counts as its damage.)
 
 Orbax refuses zero-size arrays and typed PRNG keys: those leaves are stored as nothing or as their
 key data, their shape and dtype in `layout`, and rebuilt on restore (`checkpoints.tree_layout`).
@@ -22,6 +27,7 @@ import contextlib
 import inspect
 import json
 import logging
+import re
 import shutil
 import threading
 import warnings
@@ -34,6 +40,14 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from strl_jax.checkpoints.file_record import (
+    RECORD,
+    RecordError,
+    complete_record,
+    read_record,
+    record_damage,
+    record_items,
+)
 from strl_jax.checkpoints.tree_layout import (
     Layout,
     Signature,
@@ -48,7 +62,9 @@ from strl_jax.errors import CheckpointDamage, CheckpointError, CheckpointWarning
 
 CHECKPOINT_DIR = "checkpoints"
 SUPERSEDED_DIR = "superseded_checkpoints"
-FORMAT_VERSION = 2  # 2: meta["layout"] lists the leaves stored as nothing or as key data
+# 2: meta["layout"] lists the leaves stored as nothing or as key data; 3: the step holds a file record
+FORMAT_VERSION = 3
+RECORDED_FORMAT = 3  # the first format whose steps hold a record of their files
 
 
 def open_manager(directory: str | Path, max_to_keep: int | None = None, read_only: bool = False):
@@ -65,9 +81,54 @@ def open_manager(directory: str | Path, max_to_keep: int | None = None, read_onl
         create=not read_only,
         enable_async_checkpointing=True,
     )
+    recorder = None if read_only else _StepRecorder(Path(directory).absolute())
+    if recorder is not None:
+        options.async_options = _async_options(recorder)
     handlers = {"state": ocp.StandardCheckpointHandler(), "meta": ocp.JsonCheckpointHandler()}
     _quiet_orbax_errors()
-    return ocp.CheckpointManager(Path(directory).absolute(), item_handlers=handlers, options=options)
+    manager = ocp.CheckpointManager(Path(directory).absolute(), item_handlers=handlers, options=options)
+    if recorder is not None:
+        _RECORDERS[manager] = recorder
+    return manager
+
+
+class _StepRecorder:
+    """Orbax's post-finalisation callback: records the item files of the step being saved, in its
+    temporary folder before the commit renames it, so that no committed step lacks a record."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.step: int | None = None  # set by `save_checkpoint` before each save
+
+    def __call__(self) -> None:
+        if self.step is not None and jax.process_index() == 0:
+            record_items(writing_folder(self.directory, self.step))
+
+
+# A writing manager's recorder, told the step of each save.
+_RECORDERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _async_options(recorder: _StepRecorder) -> ocp.AsyncOptions | None:
+    """Async options calling `recorder` before each commit, where this orbax offers the callback
+    (else `finish_saves` records the whole step after it is committed)."""
+    if "post_finalization_callback" not in getattr(ocp.AsyncOptions, "__dataclass_fields__", {}):
+        return None
+    return ocp.AsyncOptions(post_finalization_callback=recorder)
+
+
+def writing_folder(directory: Path, step: int) -> Path:
+    """The folder orbax is writing `step` into: its temporary folder, or the step folder itself
+    where orbax commits in place."""
+    temporary = [p for p in directory.glob(f"{step}.orbax-checkpoint-tmp*") if p.is_dir()]
+    if len(temporary) == 1:
+        return temporary[0]
+    if not temporary and (directory / str(step)).is_dir():
+        return directory / str(step)
+    raise CheckpointError(
+        f"cannot tell which folder step {step} is written to in {str(directory)!r}: "
+        f"{sorted(p.name for p in temporary)}"
+    )
 
 
 def host_copy(tree: Any) -> Any:
@@ -97,6 +158,8 @@ def save_checkpoint(manager, iteration: int, state: Mapping[str, Any], meta: Map
     )
     stored = host_copy(stored)
     args = ocp.args.Composite(state=ocp.args.StandardSave(stored), meta=ocp.args.JsonSave(meta))
+    if manager in _RECORDERS:
+        _RECORDERS[manager].step = int(iteration)
     try:
         manager.save(int(iteration), args=args, force=True)
     except Exception as err:  # noqa: BLE001 - every write failure ends the run the same way
@@ -105,15 +168,24 @@ def save_checkpoint(manager, iteration: int, state: Mapping[str, Any], meta: Map
 
 
 def finish_saves(manager) -> None:
-    """Wait for the save in flight; raise a `CheckpointError` if it failed or left no step folder."""
+    """Wait for the save in flight and complete its file record with the files orbax's commit
+    wrote; raise a `CheckpointError` if it failed or left no step folder."""
     step, operation = _PENDING.pop(manager, (None, None))
     try:
         manager.wait_until_finished()
     except Exception as err:  # noqa: BLE001 - every write failure ends the run the same way
         raise _write_failure(manager, step, operation, err) from None
-    if step is not None and not (Path(manager.directory) / str(step)).is_dir():
+    if step is None:
+        return
+    folder = Path(manager.directory) / str(step)
+    if not folder.is_dir():
         failure = OSError("the step folder is missing after the save ended")
         raise _write_failure(manager, step, operation, failure)
+    if jax.process_index() == 0:
+        try:
+            complete_record(folder)
+        except Exception as err:  # noqa: BLE001 - every write failure ends the run the same way
+            raise _write_failure(manager, step, operation, err) from None
 
 
 def close_manager(manager) -> None:
@@ -167,7 +239,7 @@ def _first_line(err: BaseException) -> str:
 
 
 def _newest_intact(directory: Path) -> int | None:
-    """The newest step on disk whose metadata and meta still read (what a resume would take).
+    """The newest step on disk whose files are intact (what a resume would take).
 
     Read by a fresh manager: the one whose save failed raises that failure again on every use.
     """
@@ -178,9 +250,9 @@ def _newest_intact(directory: Path) -> int | None:
     try:
         for step in sorted(reader.all_steps(), reverse=True):
             try:
-                stored_signature(reader, step)
+                check_step(reader, step)
                 return step
-            except Exception:  # noqa: BLE001 - a step that does not read is not called intact
+            except Exception:  # noqa: BLE001 - a step that does not check out is not called intact
                 continue
         return None
     finally:
@@ -258,47 +330,81 @@ def read_meta(manager, step: int) -> dict:
 
 
 ITEMS = ("state", "meta")  # the item folders of a step
-# tensorstore's status codes (its ValueError's first word) for an array it cannot read back
-UNREADABLE_ARRAY = ("NOT_FOUND:", "DATA_LOSS:", "OUT_OF_RANGE:", "PERMISSION_DENIED:")
 
 
-def damage(err: BaseException) -> str | None:
-    """What a failed read says is damaged in a step's files, or None: not damage (a bug)."""
-    if isinstance(err, json.JSONDecodeError):
-        return "a metadata file is truncated or not JSON"
-    if isinstance(err, FileNotFoundError):
-        return "a file is missing"
-    if isinstance(err, OSError):
-        return "a file cannot be read"
-    if isinstance(err, ValueError) and str(err).startswith(UNREADABLE_ARRAY):
-        return "an array cannot be read"
-    return None
+def check_step(manager, step: int) -> None:
+    """Raise a `CheckpointDamage` naming what is damaged in `step`'s files; return if nothing is.
 
-
-@contextlib.contextmanager
-def reading(manager, step: int):
-    """Reads of `step` inside: a missing item folder or the damage `damage` names becomes a
-    `CheckpointDamage`; every other exception propagates as it is."""
+    Every file is compared with the step's record (missing, another length, other bytes); a step
+    without a record is read in full instead (`_read_unrecorded`).
+    """
     folder = Path(manager.directory) / str(step)
     missing = [item for item in ITEMS if not (folder / item).is_dir()]
     if missing:
         raise CheckpointDamage(f"its {' and '.join(missing)} folder is missing")
     try:
+        record = read_record(folder)
+    except RecordError as err:
+        raise CheckpointDamage(str(err)) from err
+    except FileNotFoundError:
+        record = None
+    if record is None:
+        _read_unrecorded(manager, step)
+        return
+    problems = record_damage(folder, record)
+    if problems:
+        raise CheckpointDamage("; ".join(problems))
+
+
+def _read_unrecorded(manager, step: int) -> None:
+    """Read a step that has no record: one written before steps held records counts as intact
+    if it reads in full; one written since has lost its record, which is damage."""
+    folder = Path(manager.directory) / str(step)
+    with unrecorded_reading(folder, "meta"):
+        meta = read_meta(manager, step)
+        recorded = int(meta.get("format", 1)) >= RECORDED_FORMAT
+    if recorded:
+        raise CheckpointDamage(f"{RECORD} is missing")
+    with unrecorded_reading(folder, "state"):
+        stored_signature(manager, step, layout_of(meta))
+        restore_raw(manager, step)
+
+
+@contextlib.contextmanager
+def unrecorded_reading(folder: Path, item: str):
+    """Reads of a step without a record inside: any failure (not a `CheckpointError`) becomes a
+    `CheckpointDamage` naming the file the error names, else the item being read."""
+    try:
         yield
     except CheckpointError:
         raise
-    except Exception as err:
-        what = damage(err)
-        if what is None:
-            raise
-        raise CheckpointDamage(f"{what}: {type(err).__name__}: {_first_line(err)[:200]}") from err
+    except Exception as err:  # noqa: BLE001 - without a record, a step that does not read is damaged
+        name = named_file(err, folder) or f"its {item} item"
+        cause = f"{type(err).__name__}: {_first_line(err)[:200]}"
+        raise CheckpointDamage(f"{name} cannot be read ({cause})") from err
+
+
+def named_file(err: BaseException, folder: Path, depth: int = 4) -> str | None:
+    """The path below `folder` that `err` (or its explicit cause) names, relative to `folder`."""
+    pattern = re.compile(re.escape(str(folder)) + r"/([^\s\"']+)")
+    seen: BaseException | None = err
+    for _ in range(depth):
+        if seen is None:
+            return None
+        for text in (getattr(seen, "filename", None), str(seen)):
+            found = pattern.search(str(text)) if text else None
+            if found:
+                return found.group(1)
+        seen = seen.__cause__
+    return None
 
 
 def first_readable(manager, step: int | None, read: Callable[[int], Any]) -> tuple[Any, int]:
-    """`(read(step), step)` for `step`, or else for the newest step that `read` manages to read.
+    """`(read(step), step)` for `step`, or else for the newest step whose files are intact.
 
-    Damaged steps (`reading`) are skipped with a `CheckpointWarning`; a `CheckpointMismatchError`
-    (a config problem, not a damaged file) and any exception that is not damage are raised at once.
+    Damaged steps (`check_step`) are skipped with a `CheckpointWarning` naming the damage; with
+    none intact, the `CheckpointError` names each step's. `read` runs on intact files only, so
+    whatever it raises (a `CheckpointMismatchError`, a bug) propagates as it is.
     """
     where = str(manager.directory)
     steps = sorted(manager.all_steps(), reverse=True)
@@ -307,23 +413,24 @@ def first_readable(manager, step: int | None, read: Callable[[int], Any]) -> tup
     if step is not None and step not in steps:
         raise CheckpointError(f"no checkpoint {step} in {where!r}; available: {sorted(steps)}")
     candidates = [step] if step is not None else steps
+    damaged: list[str] = []
     for i, candidate in enumerate(candidates):
         try:
-            with reading(manager, candidate):
-                return read(candidate), candidate
+            check_step(manager, candidate)
         except CheckpointDamage as err:
-            reason = str(err)
             if step is not None:
-                message = f"checkpoint {candidate} in {where!r} cannot be read ({reason})"
-                raise CheckpointDamage(message) from err.__cause__
+                raise CheckpointDamage(f"checkpoint {candidate} in {where!r} cannot be read ({err})") from err
+            damaged.append(f"\n  checkpoint {candidate}: {err}")
             rest = candidates[i + 1 :]
             fallback = f"falling back to checkpoint {rest[0]}" if rest else "no older checkpoint left"
             warnings.warn(
-                f"checkpoint {candidate} in {where!r} cannot be read ({reason}); {fallback}",
+                f"checkpoint {candidate} in {where!r} cannot be read ({err}); {fallback}",
                 CheckpointWarning,
                 stacklevel=3,
             )
-    raise CheckpointError(f"no readable checkpoint in {where!r}")
+            continue
+        return read(candidate), candidate
+    raise CheckpointError(f"no readable checkpoint in {where!r}:" + "".join(damaged))
 
 
 def stored_signature(manager, step: int, layout: Layout | None = None) -> Signature:

@@ -445,7 +445,7 @@ def check_positive(cfg: TrainConfig) -> None:
         "runner.num_seeds": cfg.runner.num_seeds,
     }
     for key, value in positive.items():
-        if value < 1:
+        if value is not None and value < 1:  # env.episode_length null: the env's own
             raise ConfigError(f"{key} must be at least 1, got {value}")
 
 

@@ -17,7 +17,10 @@ class EnvConfig:
     task: str = "inverted_pendulum"
     backend: str = "positional"
     num_envs: int = 1024
-    episode_length: int = 1000
+    # steps per episode; null: the env's own (a Playground task's or MJX env's `default_config()`
+    # episode_length over action_repeat, else 1000), resolved when the env is built and recorded
+    # in the run's config.yaml
+    episode_length: int | None = None
     action_repeat: int = 1
     clip_actions: float | None = 1.0  # executed actions are clipped to [-c, c]; None disables
     env_kwargs: dict = field(default_factory=dict)  # passed to the Brax env (or entry point) constructor
@@ -300,8 +303,9 @@ class RunnerConfig:
     num_seeds: int = 1
     # st_rl's TwoStageRunner: the first `pretrain_iterations` iterations learn from the transitions
     # of a demonstration dataset (`pretrain_dataset`: data_dir, dataset_loops,
-    # random_shuffle_traj_order, imitation_loss_coef, learning_rate) instead of stepping the env
-    # (`buffers.rollout_dataset`)
+    # random_shuffle_traj_order, imitation_loss_coef, learning_rate, imitation_labels, rl_imitation_*;
+    # `defaults`: head_start, the values that give the head start, or st_rl's, for the keys left
+    # out) instead of stepping the env (`buffers.rollout_dataset`)
     pretrain_iterations: int = 0
     pretrain_dataset: dict = field(default_factory=dict)
     # how `sweep` lists combine: `grid` (every combination) or `zip` (the i-th value of every list

@@ -5,6 +5,8 @@ own by entry point (`package.module:Name`, `strl_jax.envs.entry_points`): an Mjx
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +37,7 @@ from strl_jax.envs.playground_components import playground_default_config
 from strl_jax.envs.playground_env import (
     PlaygroundSettings,
     make_playground_env,
+    playground_config,
     playground_tasks,
     playground_vec_env,
 )
@@ -46,6 +49,9 @@ PLAYGROUND_NAMING_HINT = (
     "a Playground group has components where strl_jax.envs.playground_components lays out "
     "the task's observation keys, or where the env declares obs_layout (or env.obs_layout gives one)"
 )
+# Steps per episode of an env whose config names none (Brax tasks, MJX envs without
+# `episode_length`): Brax's training default, and strl_jax's before envs kept their own.
+DEFAULT_EPISODE_LENGTH = 1000
 
 
 def task_family(task: str, env_cfg: Any = None) -> str:
@@ -86,6 +92,51 @@ def default_task_config(env_cfg: Any) -> Any:
     if is_entry_point(env_cfg.task):
         return default_config_of(env_cfg.task, load_target(env_cfg.task)) or {}
     return playground_default_config(env_cfg.task)
+
+
+# ---- episode length ----------------------------------------------------------------------------
+def config_episode_length(config: Any, where: str) -> int | None:
+    """`episode_length` of an MJX env's config (Playground's training cuts episodes there), None
+    where the config names none; a ConfigError for a value that is not a step count."""
+    value = config.get("episode_length") if hasattr(config, "get") else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < 1:
+        raise ConfigError(
+            f"{where}: episode_length is {value!r}, not a number of steps >= 1; fix it there or set "
+            "env.episode_length"
+        )
+    return int(value)
+
+
+def own_config(env_cfg: Any) -> tuple[Any, str]:
+    """`(the env's own config as configured, where it comes from)`: a Playground task's or an MJX
+    entry point's config with `env.playground` applied; `(None, ...)` for a Brax env."""
+    task = env_cfg.task
+    if task_family(task, env_cfg) != "playground":
+        return None, f"Brax env {task!r}"
+    if not is_entry_point(task):
+        return playground_config(task, dict(env_cfg.playground)), f"Playground task {task!r}'s config"
+    user = user_env(env_cfg)
+    built = getattr(user.env, "_config", None)  # MjxEnv keeps the config it was built with
+    return (user.config if built is None else built), f"entry point {task!r}'s config"
+
+
+def own_episode_length(env_cfg: Any) -> int:
+    """Agent steps per episode that the env asks for itself: its config's `episode_length` (counted
+    in control steps, as Playground's training counts it) over `env.action_repeat`, rounded up;
+    `DEFAULT_EPISODE_LENGTH` for an env whose config names none."""
+    config, where = own_config(env_cfg)
+    steps = None if config is None else config_episode_length(config, where)
+    return DEFAULT_EPISODE_LENGTH if steps is None else math.ceil(steps / env_cfg.action_repeat)
+
+
+def with_episode_length(env_cfg: Any) -> Any:
+    """`env_cfg` with `episode_length` set: the configured one where given, else the env's own.
+    Resolved once where the env is built, so the value a run uses is the one its config records."""
+    if env_cfg.episode_length is not None:
+        return env_cfg
+    return dataclasses.replace(env_cfg, episode_length=own_episode_length(env_cfg))
 
 
 def with_amp_frames(env: VecEnv, env_cfg) -> VecEnv:
@@ -129,8 +180,10 @@ def make_env_from_config(env_cfg, num_envs: int | None = None, extra_groups: tup
 
     `extra_groups` adds observation groups a learner part reads (`EXTRA_GROUPS`, e.g. `amp`, the
     AMP frame of the physics state), after `env.obs_components` selected components of the groups.
+    An unset `env.episode_length` is the env's own (`with_episode_length`).
     """
     check_extra_groups(env_cfg.task, extra_groups, env_cfg)
+    env_cfg = with_episode_length(env_cfg)
     env = make_task_env(env_cfg, env_cfg.num_envs if num_envs is None else num_envs)
     for name in extra_groups:
         env = EXTRA_GROUPS[name][1](env, env_cfg)

@@ -27,6 +27,7 @@ import numpy as np
 from strl_jax.checkpoints.orbax_checkpoints import CHECKPOINT_DIR, CheckpointError
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.entry_points import entry_point_of, register_env, registered, task_dir_name
+from strl_jax.envs.tasks import with_episode_length
 from strl_jax.errors import DivergenceError, DivergenceWarning, NonFiniteError
 from strl_jax.train_loops.devices import any_process, is_primary, local_copy
 from strl_jax.train_loops.divergence import diverged, divergence_message
@@ -160,6 +161,12 @@ def with_env(cfg: TrainConfig, env: Any) -> TrainConfig:
     return dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, task=task))
 
 
+def with_env_episode_length(cfg: TrainConfig) -> TrainConfig:
+    """`cfg` whose unset `env.episode_length` is the env's own: config.yaml, the checkpoints and
+    every member then record the value the run uses (resume, play and export read it there)."""
+    return dataclasses.replace(cfg, env=with_episode_length(cfg.env))
+
+
 def with_max_iterations(cfg: TrainConfig, max_iterations: int) -> TrainConfig:
     return dataclasses.replace(cfg, runner=dataclasses.replace(cfg.runner, max_iterations=max_iterations))
 
@@ -202,6 +209,7 @@ def train(
     """
     if env is not None:
         cfg = with_env(cfg, env)
+    cfg = with_env_episode_length(cfg)
     if cfg.runner.compile_cache:
         enable_compilation_cache()
     log_dir = Path(log_dir or cfg.runner.log_dir or default_log_dir(cfg))
