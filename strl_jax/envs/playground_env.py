@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 
 from strl_jax.envs.menagerie import EXTRA, use_offline_menagerie
+from strl_jax.envs.native_mujoco import command_frame
 from strl_jax.envs.obs_layout import named_layouts
 from strl_jax.envs.perception import (
     FORWARD_DEPTH,
@@ -248,8 +249,6 @@ class LocomotionProbe:
 
 
 def locomotion_probe(env: Any) -> LocomotionProbe:
-    from strl_jax.envs.native_mujoco import command_frame  # noqa: PLC0415 - needs mujoco
-
     return LocomotionProbe(env, command_frame(env.mj_model))
 
 
