@@ -90,13 +90,17 @@ def measure_throughput(names: list[str], out: Path) -> dict:
             + ["runner.save_interval=0", "runner.log_interval=1", "runner.compile_cache=false"],
             "log_dir": str(out / "throughput" / name),
         }
-        argv = [sys.executable, str(Path(__file__).resolve()), "--worker", "throughput"]
+        argv = [sys.executable, str(Path(__file__).resolve()), "--worker", "throughput"]  # + SPEC OUT
         print(f"[{time.strftime('%H:%M:%S')}] {name}: {preset} {files} ...", flush=True)
         result = run_worker(
             argv, spec, out / "logs", f"throughput-{name}", 3600, child_environment(str(REPO_DIR))
         )
         results[name] = {**result, "preset": preset, "config_files": files, "machine": machine_info()}
-        print(f"  env steps/s {fmt(result.get('sps'))}, compile {fmt(result.get('compile_s'))} s", flush=True)
+        if "error" in result:
+            print(f"  failed: {result['error']}", flush=True)
+        else:
+            sps, compile_s = fmt(result.get("sps")), fmt(result.get("compile_s"))
+            print(f"  env steps/s {sps}, compile {compile_s} s", flush=True)
         write_json(out / "throughput.json", {"robots": results})
     return results
 
@@ -235,8 +239,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--resume", action="store_true", help="bench/go1_walk.py --resume")
     p.add_argument("--only", nargs="+", metavar="LABEL", help="bench/go1_walk.py --only")
     p.add_argument("--out", default="/tmp/legged_zoo")
-    p.add_argument("--worker", choices=["throughput"], help=argparse.SUPPRESS)
-    p.add_argument("worker_args", nargs="*", help=argparse.SUPPRESS)
+    # the throughput worker: --worker throughput SPEC OUT (a flag, so `command` keeps its choices)
+    p.add_argument("--worker", nargs=3, metavar=("KIND", "SPEC", "OUT"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     unknown = [r for r in args.robots or [] if r not in ROBOTS]
     if unknown:
@@ -252,14 +256,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.worker:
-        spec_path, out_path = args.worker_args
+        kind, spec_path, out_path = args.worker
+        if kind != "throughput":
+            raise SystemExit(f"--worker {kind}: unknown; the workers: throughput")
         write_json(out_path, throughput_worker(json.loads(Path(spec_path).read_text())))
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     status = 0
     if args.command == "throughput":
-        measure_throughput(args.robots, out)
+        results = measure_throughput(args.robots, out)
+        status = int(any("error" in results[name] for name in args.robots))
     elif args.command == "train":
         status = train(args)
     print(summary(out))

@@ -504,6 +504,11 @@ def validate_config(cfg: TrainConfig) -> None:
         raise ConfigError(
             f"algorithm.kl_epsilon must be at least 0 (0: the exact KL), got {cfg.algorithm.kl_epsilon}"
         )
+    target_kl = cfg.algorithm.target_kl
+    if target_kl is not None and not (math.isfinite(target_kl) and target_kl > 0):
+        raise ConfigError(
+            f"algorithm.target_kl must be a positive number (null: no early stop), got {target_kl}"
+        )
     check_gae_segments(cfg)
     check_recomputed_advantages(cfg)
     check_minibatch_split(cfg)

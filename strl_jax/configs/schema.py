@@ -180,6 +180,10 @@ class AlgorithmConfig:
     # (discriminator, estimator) form a group of their own
     clip_grad_per_network: bool = False
     clip_min_std: float | None = None
+    # an update's early stop (stable-baselines3's target_kl): once a minibatch's KL to the acting
+    # policy, measured before its step, exceeds 1.5 x target_kl, that step and the update's later
+    # ones are skipped; None: every step is taken (rsl_rl, st_rl)
+    target_kl: float | None = None
     # final_obs: gamma * V(final observation) on time-outs; rsl_rl: gamma * V(s_t); none: brax's
     # bootstrap_on_timeout=False, the time-out step is masked (advantage 0, return = its value)
     timeout_bootstrap: str = "final_obs"

@@ -192,14 +192,15 @@ def minibatch_update_fn(
     ctx: UpdateContext,
     adapt: bool,
 ):
-    """The scanned body of one minibatch: `((core, own states), (column indices, key)) -> (carry,
-    (metrics, finiteness per check))`, core = (trainable, opt_state, lr)."""
+    """The scanned body of one minibatch: `(carry, (column indices, key)) -> (carry, (metrics,
+    finiteness per check))`, carry = (core, own states, whether `algorithm.target_kl` has stopped
+    the update), core = (trainable, opt_state, lr)."""
     resample_prob = learner.cfg.algorithm.hidden_state_resample_prob
     statistics = learner.normalization.statistics(train_state.normalizers)
     units = learner.model.units(statistics)
 
     def minibatch(carry, xs):
-        core, own = carry
+        core, own, stopped = carry
         idx, part_key = xs
         chex.assert_rank(idx, 1)
         inputs = {
@@ -218,12 +219,25 @@ def minibatch_update_fn(
             resample_key=jax.random.fold_in(part_key, RESAMPLE_STREAM) if resample_prob > 0 else None,
             resample_prob=resample_prob,
         )
-        core, (metrics, checks) = minibatch_step(learner, core, minibatch_inputs, adapt)
+        stepped, (metrics, checks) = minibatch_step(learner, core, minibatch_inputs, adapt)
+        core, stopped, metrics = early_stop(learner.cfg.algorithm.target_kl, core, stepped, stopped, metrics)
         own, own_metrics = own_updates(learner, own, selected, ctx)
         checks |= {check_name(1, f"loss term {k}"): jnp.isfinite(v) for k, v in own_metrics.items()}
-        return (core, own), ({**metrics, **own_metrics}, checks)
+        return (core, own, stopped), ({**metrics, **own_metrics}, checks)
 
     return minibatch
+
+
+def early_stop(target_kl: float | None, before, after, stopped: jax.Array, metrics: dict):
+    """`(core, stopped, metrics)` after one minibatch under `algorithm.target_kl`: steps are taken
+    until a minibatch's KL (to the acting policy, before its step) passes 1.5 x target_kl; that
+    step and every later one of the update are skipped (stable-baselines3's early stop), and the
+    skipped share of the update's steps is the `kl_stopped` metric."""
+    if target_kl is None:
+        return after, stopped, metrics
+    stopped = stopped | (metrics["kl"] > 1.5 * target_kl)
+    core = jax.tree.map(lambda old, new: jnp.where(stopped, old, new), before, after)
+    return core, stopped, {**metrics, "kl_stopped": stopped.astype(jnp.float32)}
 
 
 def ppo_update(
@@ -273,14 +287,14 @@ def ppo_update(
 
     trainable = learner.trainable(train_state.params, train_state.parts)
     own = {name: train_state.parts[name] for name in own_optimizer_parts(learner)}
-    carry = ((trainable, train_state.opt_state, train_state.learning_rate), own)
+    carry = ((trainable, train_state.opt_state, train_state.learning_rate), own, jnp.zeros((), bool))
     keys = jax.random.split(key, alg.num_learning_epochs)
     epochs = jnp.arange(alg.num_learning_epochs, dtype=jnp.int32)
     if orders is not None:
         orders = jnp.asarray(orders, jnp.int32)
         chex.assert_shape(orders, (alg.num_learning_epochs, alg.num_mini_batches, None))
     xs = (keys, epochs, orders)
-    ((trainable, opt_state, lr), own), (metrics, checks) = jax.lax.scan(epoch, carry, xs)
+    ((trainable, opt_state, lr), own, _), (metrics, checks) = jax.lax.scan(epoch, carry, xs)
     failures = jax.tree.map(lambda ok: first_failure(ok.reshape(-1)), checks)
     parts = {**train_state.parts, **own}
     return (trainable, opt_state, lr, metrics, failures, parts), history

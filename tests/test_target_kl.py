@@ -1,0 +1,70 @@
+"""`algorithm.target_kl`: an update stops at the first minibatch whose KL to the acting policy
+passes 1.5 x target_kl (stable-baselines3's early stop,
+https://stable-baselines3.readthedocs.io/en/master/modules/ppo.html, `target_kl`)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from tiny_config import tiny
+
+from strl_jax.configs import ConfigError, resolve_config
+from strl_jax.train_loops.ppo_update import early_stop
+from strl_jax.train_loops.runner import train
+
+
+def test_early_stop_skips_the_passing_step_and_every_later_one():
+    """KLs 0.1, 0.35, 0.1 under target 0.2 (bound 0.3): the first step is kept, the second and
+    third are skipped although the third's KL is small again."""
+
+    def step(carry, kl):
+        core, stopped = carry
+        after = core + 1.0  # a step adds one
+        core, stopped, metrics = early_stop(0.2, core, after, stopped, {"kl": kl})
+        return (core, stopped), (core, metrics["kl_stopped"])
+
+    start = (jnp.zeros(()), jnp.zeros((), bool))
+    _, (cores, skipped) = jax.lax.scan(step, start, jnp.array([0.1, 0.35, 0.1]))
+    np.testing.assert_array_equal(cores, [1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(skipped, [0.0, 1.0, 1.0])
+
+
+def test_early_stop_off_takes_every_step():
+    core, stopped, metrics = early_stop(None, jnp.zeros(()), jnp.ones(()), jnp.zeros((), bool), {"kl": 9.0})
+    assert float(core) == 1.0 and "kl_stopped" not in metrics and not bool(stopped)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The tiny pendulum run three ways: no guard, a bound no update reaches, a bound every
+    update's first step passes (st_rl's KL reads about kl_epsilon per action dimension at zero)."""
+    out = {}
+    for name, value in {"off": "null", "never": "1e9", "always": "1e-12"}.items():
+        cfg = resolve_config(
+            "inverted_pendulum", overrides=tiny(f"algorithm.target_kl={value}", "runner.max_iterations=3")
+        )
+        out[name] = train(cfg, tmp_path_factory.mktemp(name), verbose=False).rows
+    return out
+
+
+def test_a_bound_never_reached_changes_nothing(runs):
+    for off, never in zip(runs["off"], runs["never"], strict=True):
+        assert never["kl_stopped"] == 0.0
+        for key in ("kl", "mean_noise_std", "value_function", "surrogate", "learning_rate"):
+            assert never[key] == off[key], key
+
+
+def test_a_bound_every_step_passes_freezes_the_policy(runs):
+    """Every step skipped: the std stays at its initial value, where the unguarded run moves it."""
+    init_std = 1.0
+    assert [r["kl_stopped"] for r in runs["always"]] == [1.0, 1.0, 1.0]
+    assert all(r["mean_noise_std"] == pytest.approx(init_std, abs=1e-7) for r in runs["always"])
+    assert abs(runs["off"][-1]["mean_noise_std"] - init_std) > 1e-3
+
+
+@pytest.mark.parametrize("value", ["0", "-0.1", ".nan"])
+def test_a_bad_target_kl_is_refused_by_name(value):
+    with pytest.raises(ConfigError, match="algorithm.target_kl must be a positive number"):
+        resolve_config("inverted_pendulum", overrides=[f"algorithm.target_kl={value}"])
