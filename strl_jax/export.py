@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import yaml
 
 from strl_jax.checkpoints.torch_checkpoints import rsl_rl_checkpoint, save_rsl_rl_checkpoint
-from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
+from strl_jax.configs.to_rsl_rl import to_rsl_rl_train_cfg
 from strl_jax.errors import CheckpointError, ConfigError, ExportError
 from strl_jax.inference import LoadedPolicy, load_policy
 from strl_jax.mutex_from_runs import MutexRun, load_mutex_run

@@ -22,7 +22,8 @@ from tiny_config import tiny
 from strl_jax.agents.parts import EnvStep, StepContext, UpdateContext
 from strl_jax.agents.rnd import RndPart, RndState, make_rnd_part, parse_rnd_config, rnd_weight
 from strl_jax.configs import ConfigError, resolve_config
-from strl_jax.configs.rsl_rl_config import from_rsl_rl_config, to_rsl_rl_train_cfg
+from strl_jax.configs.from_rsl_rl import from_rsl_rl_config
+from strl_jax.configs.to_rsl_rl import to_rsl_rl_train_cfg
 from strl_jax.networks.normalizer import init_normalizer
 from strl_jax.train_loops.learner import metric_sections
 from strl_jax.train_loops.runner import train
