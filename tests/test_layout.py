@@ -73,8 +73,8 @@ def test_no_import_loops_and_no_function_local_imports():
 LAYERS = (
     # the errors a user can act on
     ("errors",),
-    # helpers that know nothing of policies or environments
-    ("collectives", "static_take", "user_functions", "xla_cpu", "onnx_graph"),
+    # helpers that know nothing of policies or environments (and the reader of settings sections)
+    ("collectives", "static_take", "user_functions", "xla_cpu", "onnx_graph", "config_sections"),
     # rollout storage and pure networks (flax modules, distributions, normalisers)
     ("buffers", "networks"),
     # computing only the rows a mask selects (over buffers' column selection); checkpoint files

@@ -415,7 +415,10 @@ def sym_override(**kw) -> str:
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        (sym_override(use_mirror_loss=True, mirror_coef=1.0), "unknown keys ['mirror_coef']"),
+        (
+            sym_override(use_mirror_loss=True, mirror_coef=1.0),
+            "unknown algorithm.symmetry_cfg key 'mirror_coef'; valid keys: ['data_augmentation_func'",
+        ),
         (
             sym_override(use_mirror_loss=True, data_augmentation_func="not a function"),
             "package.module:function",

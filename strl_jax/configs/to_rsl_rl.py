@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from strl_jax.agents.rnd import SCHEDULE_KEYS, parse_rnd_config
+from strl_jax.agents.rnd import OPTION as RND_OPTION
+from strl_jax.agents.rnd import RndSettings
+from strl_jax.config_sections import read_section, section_mapping
 from strl_jax.configs.from_rsl_rl_models import GAUSSIAN
 from strl_jax.configs.schema import AlgorithmConfig, PolicyConfig, TrainConfig
 from strl_jax.errors import ConfigError
@@ -72,23 +74,13 @@ def _rsl_rl_algorithm(alg: AlgorithmConfig) -> dict:
 
 
 def _rsl_rl_rnd(alg: AlgorithmConfig) -> dict | None:
-    """rsl_rl's `rnd_cfg` (every option spelt out; the group goes to `obs_groups.rnd_state`)."""
+    """rsl_rl's `rnd_cfg`: strl_jax's section with every option spelt out (the same keys; the
+    group goes to `obs_groups.rnd_state` instead)."""
     if alg.rnd_cfg is None:
         return None
-    rnd = parse_rnd_config(alg.rnd_cfg)
-    schedule = rnd.weight_schedule
-    keys = SCHEDULE_KEYS[schedule.mode]
-    return {
-        "weight": rnd.weight,
-        "weight_schedule": {"mode": schedule.mode, **{k: getattr(schedule, k) for k in keys}},
-        "reward_normalization": rnd.reward_normalization,
-        "state_normalization": rnd.state_normalization,
-        "learning_rate": rnd.learning_rate,
-        "num_outputs": rnd.num_outputs,
-        "predictor_hidden_dims": list(rnd.predictor_hidden_dims),
-        "target_hidden_dims": list(rnd.target_hidden_dims),
-        "activation": rsl_rl_activation(rnd.activation),
-    }
+    rnd = section_mapping(read_section(RndSettings, alg.rnd_cfg, RND_OPTION))
+    del rnd["obs_group"]
+    return rnd | {"activation": rsl_rl_activation(rnd["activation"])}
 
 
 def to_rsl_rl_train_cfg(cfg: TrainConfig) -> dict:
@@ -118,7 +110,7 @@ def to_rsl_rl_train_cfg(cfg: TrainConfig) -> dict:
     runner = cfg.runner
     obs_groups = {"actor": ["policy"], "critic": ["critic"]}
     if cfg.algorithm.rnd_cfg is not None:
-        obs_groups["rnd_state"] = [parse_rnd_config(cfg.algorithm.rnd_cfg).obs_group]
+        obs_groups["rnd_state"] = [read_section(RndSettings, cfg.algorithm.rnd_cfg, RND_OPTION).obs_group]
     return {
         "seed": cfg.seed,
         "num_steps_per_env": runner.num_steps_per_env,
