@@ -22,8 +22,8 @@ from pathlib import Path
 
 from common import format_table, machine_info
 
-from strl_jax.deploy import METRICS, NATIVE_PATHS, compare, exported_onnx, load_onnx_policy
 from strl_jax.inference import load_policy
+from strl_jax.native_episodes import METRICS, NATIVE_PATHS, compare, exported_onnx, load_onnx_policy
 
 RETURN_TOLERANCE = 0.05  # relative to the JAX mean return
 

@@ -5,7 +5,7 @@ code (`strl_jax.envs.native_physics`) beside the JAX env (MJX), and how far the 
         [--steps 50] [--seed 0] [--json FILE]
 
 Per task (default: every task of `mujoco_playground.registry.locomotion.ALL_ENVS`), one env on
-the task's nominal model with noise-free observations (`strl_jax.deploy.nominal_env_config`), a
+the task's nominal model with noise-free observations (`strl_jax.native_episodes.nominal_env_config`), a
 state reached by `WARMUP` JAX steps with small random actions (numpy, `--seed`):
 - same state: the state's positions and velocities forward-computed by MJX and by C MuJoCo,
   observed through the task's own step: max abs difference of the policy observation (what a
@@ -55,11 +55,11 @@ import numpy as np
 from common import format_table, machine_info, write_json
 
 from strl_jax.configs.loader import resolve_config
-from strl_jax.deploy import NOISE_LEVEL_KEYS, nominal_env_config
 from strl_jax.envs import native_physics as npx
 from strl_jax.envs.playground_env import flatten
 from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.errors import ConfigError
+from strl_jax.native_episodes import NOISE_LEVEL_KEYS, nominal_env_config
 
 TINY_NET = ["policy.actor_hidden_dims=[8]", "policy.critic_hidden_dims=[8]"]
 WARMUP = 3  # JAX steps with random actions before the checks (a state that is not the reset's)

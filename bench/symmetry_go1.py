@@ -200,9 +200,9 @@ def make_rollout(loaded: Any, args: argparse.Namespace):
     import jax.numpy as jnp
 
     from strl_jax.agents.symmetry import symmetry_env
-    from strl_jax.deploy import nominal_env_config
     from strl_jax.envs.symmetry import go1_joystick
     from strl_jax.envs.tasks import make_env_from_config
+    from strl_jax.native_episodes import nominal_env_config
 
     cfg = nominal_env_config(loaded.cfg.env, episode_length=args.eval_steps + 1)
     env = make_env_from_config(cfg, num_envs=len(COMMANDS) * args.eval_envs)

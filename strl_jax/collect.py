@@ -11,7 +11,7 @@ layout; a MuJoCo Playground run's dataset holds no frames and serves two-stage p
 Collection stops once the dataset holds at least `--min_timesteps` steps and `--min_episodes`
 trajectories.
 
-- A mutex config (`python -m strl_jax.collect mutex.yaml --out DIR`, `strl_jax.networks.mutex`)
+- A mutex config (`python -m strl_jax.collect mutex.yaml --out DIR`, `strl_jax.mutex`)
   records the switch's executed actions in the env the config describes (its `skill_selection`
   included); the switch is deterministic and carries its own state (selection buffer, the
   sub-policies' memories, per-episode commands) as the policy's hidden state.
@@ -50,9 +50,9 @@ from strl_jax.envs.entry_points import is_entry_point
 from strl_jax.envs.tasks import task_family
 from strl_jax.errors import CheckpointError, CollectError, CollectionIncomplete, ConfigError
 from strl_jax.inference import load_policy
+from strl_jax.mutex import MutexActor
 from strl_jax.mutex_from_runs import load_mutex_run
 from strl_jax.networks.acting import Actor
-from strl_jax.networks.mutex import MutexActor
 from strl_jax.train_loops.evaluation import act_in_env
 
 WRITER = "strl_jax.collect"  # `writer` in metadata.json
@@ -62,7 +62,7 @@ UNSUCCESSFUL_NOTE = " (those that terminated early are not kept)"
 @dataclasses.dataclass(frozen=True)
 class PolicySource:
     """What collection needs of the acting policy: a run's checkpoint, or a mutex config's switch
-    (`strl_jax.networks.mutex`, deterministic, its state carried as the hidden state)."""
+    (`strl_jax.mutex`, deterministic, its state carried as the hidden state)."""
 
     cfg: Any  # the TrainConfig of the env the policy acts in
     env: Any  # VecEnv

@@ -14,7 +14,7 @@ row-major from `(C, H, W)`, without the components estimator stages always repla
 names its components, the ONNX model says so in its `metadata_props` (`obs_components`: JSON
 `[[name, size], ...]`; `image_shapes`: JSON `{name: [C, H, W]}`), as does the CLI's summary.
 
-A mutex config (`python -m strl_jax.export mutex.yaml`, `strl_jax.networks.mutex`) exports the
+A mutex config (`python -m strl_jax.export mutex.yaml`, `strl_jax.mutex`) exports the
 whole switch as one graph (`mutex_onnx_model`): the selection read from the observation, every
 sub-policy's network, the command overrides, the smoothing of the selection and the weighted,
 rescaled combination. Its state travels as inputs and outputs: `selections_in/_out
@@ -45,14 +45,14 @@ import jax.numpy as jnp
 import yaml
 
 from strl_jax.checkpoints.torch_checkpoints import rsl_rl_checkpoint, save_rsl_rl_checkpoint
-from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
+from strl_jax.configs.to_rsl_rl import to_rsl_rl_train_cfg
 from strl_jax.errors import CheckpointError, ConfigError, ExportError
 from strl_jax.inference import LoadedPolicy, load_policy
+from strl_jax.mutex import MutexPolicy, MutexState, draw_commands, set_column
 from strl_jax.mutex_from_runs import MutexRun, load_mutex_run
 from strl_jax.networks.acting import ActingPolicy, policy_observation_size
 from strl_jax.networks.encoded_inputs import raw_input_size
 from strl_jax.networks.gaussian import GAUSSIAN
-from strl_jax.networks.mutex import MutexPolicy, MutexState, draw_commands, set_column
 from strl_jax.onnx_graph import TensorSpec, function_to_onnx
 
 ONNX_OPSET = 18

@@ -2,7 +2,7 @@
 config read from YAML, and the env the switch executes in.
 
 The switch itself (selection, per-sub-policy inputs, combination, memories) is
-`strl_jax.networks.mutex`, which receives the loaded `SubPolicy`s; this module does the loading:
+`strl_jax.mutex`, which receives the loaded `SubPolicy`s; this module does the loading:
 each sub-policy is a finished strl_jax run rebuilt from its own stored config and checkpoint
 (`inference.load_policy`), its action scale read from its run's env config. `play`, `collect` and
 `export` load a mutex config through `load_mutex_run`.
@@ -22,7 +22,7 @@ from strl_jax.envs.skill_selection import skill_schedule, with_skill_selection
 from strl_jax.envs.tasks import default_task_config, make_env_from_config, task_family
 from strl_jax.errors import ConfigError
 from strl_jax.inference import load_policy
-from strl_jax.networks.mutex import Layout, MutexConfig, MutexPolicy, SubPolicy, mutex_config, mutex_policy
+from strl_jax.mutex import Layout, MutexConfig, MutexPolicy, SubPolicy, mutex_config, mutex_policy
 
 
 def run_action_scale(cfg: Any) -> float | tuple[float, ...]:

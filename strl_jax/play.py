@@ -1,5 +1,5 @@
 """`python -m strl_jax.play <log_dir>`: watch a trained policy (or `<mutex.yaml>`: a mutex policy
-of several runs, `strl_jax.networks.mutex`).
+of several runs, `strl_jax.mutex`).
 
 Runs deterministic (mean-action) episodes of a checkpoint's policy on fresh environments,
 prints the mean/std of return and length, and writes one episode: for Brax tasks a brax HTML
@@ -27,9 +27,9 @@ from strl_jax.envs.tasks import env_family
 from strl_jax.envs.vec_env import VecEnv
 from strl_jax.errors import CheckpointError, ConfigError
 from strl_jax.inference import load_policy
+from strl_jax.mutex import MutexPolicy
 from strl_jax.mutex_from_runs import load_mutex_run
 from strl_jax.networks.acting import Actor, make_actor
-from strl_jax.networks.mutex import MutexPolicy
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.train_loops.evaluation import episode_rollout, locomotion_summary
 

@@ -11,14 +11,17 @@ from typing import Any
 from strl_jax.errors import ConfigError
 
 
+def is_function_spec(spec: str) -> bool:
+    """Whether `spec` looks like `package.module:function`."""
+    module, _, name = spec.partition(":")
+    return bool(module and name) and all(
+        part.isidentifier() for part in [*module.split("."), *name.split(".")]
+    )
+
+
 def check_function_spec(spec: str, option: str) -> None:
     """A ConfigError unless `spec` looks like `package.module:function`."""
-    module, _, name = spec.partition(":")
-    if (
-        not module
-        or not name
-        or not all(part.isidentifier() for part in [*module.split("."), *name.split(".")])
-    ):
+    if not is_function_spec(spec):
         raise ConfigError(f"{option}={spec!r} must name a function as 'package.module:function'")
 
 

@@ -13,11 +13,11 @@ import pytest
 from strl_jax.checkpoints.orbax_checkpoints import close_manager, open_manager, save_checkpoint
 from strl_jax.configs.loader import config_to_dict, resolve_config
 from strl_jax.deploy import main as deploy_main
-from strl_jax.deploy import nominal_env_config
 from strl_jax.envs import native_mujoco as nm
 from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.errors import ConfigError
 from strl_jax.inference import init_policy_state
+from strl_jax.native_episodes import nominal_env_config
 
 TASK = "Go1JoystickFlatTerrain"
 TINY_NET = ["policy.actor_hidden_dims=[16]", "policy.critic_hidden_dims=[16]"]

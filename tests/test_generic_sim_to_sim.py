@@ -25,11 +25,11 @@ from mujoco_playground._src import mjx_env  # noqa: E402
 from test_deploy import QPOS_TOL, QVEL_TOL  # noqa: E402
 
 from strl_jax.configs.loader import resolve_config  # noqa: E402
-from strl_jax.deploy import nominal_env_config  # noqa: E402
 from strl_jax.envs import native_mujoco as nm  # noqa: E402
 from strl_jax.envs import native_physics as npx  # noqa: E402
 from strl_jax.envs.tasks import make_env_from_config  # noqa: E402
 from strl_jax.errors import ConfigError  # noqa: E402
+from strl_jax.native_episodes import nominal_env_config  # noqa: E402
 
 QUADRUPED, HUMANOID = "Go1JoystickFlatTerrain", "T1JoystickFlatTerrain"
 TINY_NET = ["policy.actor_hidden_dims=[8]", "policy.critic_hidden_dims=[8]"]

@@ -1,7 +1,7 @@
 """The shipped Go1 policy (`examples/go1_walk`) tracks what it is told, in the JAX env and in C
 MuJoCo: forward 1.0 m/s, sideways 0.5 m/s and turning 1.0 rad/s, each command held for 500 steps
 (10 s) from the same starts on both sides, with per-episode RMS tracking errors (base frame,
-`strl_jax.deploy.episode_metrics`) under limits measured on the shipped checkpoint. A change to the
+`strl_jax.native_episodes.episode_metrics`) under limits measured on the shipped checkpoint. A change to the
 library that breaks loading a run, acting, the held command, the env or its native twin fails here.
 
 The limits: 16 starts per command (env keys 0 and 1, 8 envs each), 500 steps, both simulators;
@@ -22,7 +22,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from strl_jax.deploy import (
+from strl_jax.envs import native_mujoco as nm
+from strl_jax.envs.tasks import make_env_from_config
+from strl_jax.inference import load_policy
+from strl_jax.native_episodes import (
     CommandProcess,
     episode_metrics,
     exported_onnx,
@@ -32,9 +35,6 @@ from strl_jax.deploy import (
     native_task_of,
     nominal_env_config,
 )
-from strl_jax.envs import native_mujoco as nm
-from strl_jax.envs.tasks import make_env_from_config
-from strl_jax.inference import load_policy
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "go1_walk"
 COMMANDS = np.array([[1.0, 0.0, 0.0], [0.0, 0.5, 0.0], [0.0, 0.0, 1.0]], np.float32)

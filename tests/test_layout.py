@@ -73,9 +73,9 @@ def test_no_import_loops_and_no_function_local_imports():
 LAYERS = (
     # the errors a user can act on
     ("errors",),
-    # helpers that know nothing of policies or environments
-    ("collectives", "static_take", "user_functions", "xla_cpu", "onnx_graph"),
-    # rollout storage and pure networks (flax modules, distributions, normalisers, the mutex switch)
+    # helpers that know nothing of policies or environments (and the reader of settings sections)
+    ("collectives", "static_take", "user_functions", "xla_cpu", "onnx_graph", "config_sections"),
+    # rollout storage and pure networks (flax modules, distributions, normalisers)
     ("buffers", "networks"),
     # computing only the rows a mask selects (over buffers' column selection); checkpoint files
     # of the networks' parameters (torch layouts convert through networks.conv2d)
@@ -86,15 +86,18 @@ LAYERS = (
     ("agents",),
     # typed configs, checked against the algorithm table, the envs and the networks
     ("configs",),
-    # a finished run's policy, rebuilt from its stored config and checkpoint
-    ("inference",),
+    # a finished run's policy, rebuilt from its stored config and checkpoint; the switch of mutex
+    # policies between such policies
+    ("inference", "mutex"),
     # training (a teacher is a finished run's policy); mutex policies switching finished runs;
     # dataset writing sessions (their stop rules and metadata.json)
     ("train_loops", "mutex_from_runs", "dataset_sessions"),
     # commands: python -m strl_jax.<name>
     ("train", "play", "collect", "export", "plot"),
-    # commands built on other commands (dagger collects, deploy exports)
-    ("dagger", "deploy"),
+    # built on other commands (dagger collects; the sim-to-sim episodes run an export)
+    ("dagger", "native_episodes"),
+    # the sim-to-sim command over its episodes
+    ("deploy",),
 )
 
 

@@ -22,9 +22,7 @@ from strl_jax.configs.loader import config_to_dict, resolve_config
 from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.errors import ConfigError
 from strl_jax.inference import init_policy_state
-from strl_jax.mutex_from_runs import load_mutex_policy, load_sub_policies, run_action_scale
-from strl_jax.networks.acting import acting_policy
-from strl_jax.networks.mutex import (
+from strl_jax.mutex import (
     MutexConfig,
     mutex_config,
     mutex_policy,
@@ -32,6 +30,8 @@ from strl_jax.networks.mutex import (
     policy_selection,
     sub_observation,
 )
+from strl_jax.mutex_from_runs import load_mutex_policy, load_sub_policies, run_action_scale
+from strl_jax.networks.acting import acting_policy
 from tests.tiny_config import tiny
 
 NAMED = "env.obs_groups={policy: {x: [0], last_action: [1], command: [2], v: [3]}}"

@@ -52,7 +52,7 @@ def test_activation_names_mean_what_rsl_rl_means():
     import rsl_rl.utils.utils as rsl_utils
     import torch
 
-    from strl_jax.configs.rsl_rl_config import rsl_rl_activation
+    from strl_jax.configs.to_rsl_rl import rsl_rl_activation
 
     x = np.linspace(-4.0, 4.0, 97, dtype=np.float32)
     for name in (

@@ -27,6 +27,7 @@ from strl_jax.agents.parts import (
     StepOutput,
     UpdateContext,
 )
+from strl_jax.config_sections import key, number
 from strl_jax.configs.loader import ConfigError, resolve_config
 from strl_jax.networks.mlp import MLP
 from strl_jax.train_loops.programs import build_programs
@@ -85,31 +86,17 @@ class RewardPredictor(Part):
 
 @dataclasses.dataclass(frozen=True)
 class RewardPredictorSettings:
-    """The part's typed settings, `algorithm.parts.reward_predictor`."""
+    """The part's typed settings, `algorithm.parts.reward_predictor` (read and checked by
+    `config_sections.read_section`, as the row's `section`)."""
 
-    coef: float = 0.5
-
-    @classmethod
-    def read(cls, cfg: Any) -> RewardPredictorSettings:
-        raw = cfg.algorithm.parts["reward_predictor"]
-        unknown = sorted(set(raw) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise ConfigError(
-                f"unknown algorithm.parts.reward_predictor key {unknown[0]!r}; valid keys: ['coef']"
-            )
-        settings = cls(**raw)
-        if not isinstance(settings.coef, int | float) or settings.coef < 0:
-            raise ConfigError(
-                f"algorithm.parts.reward_predictor.coef must be a number >= 0, got {settings.coef!r}"
-            )
-        return settings
+    coef: float = key(number(minimum=0.0), 0.5)
 
 
 def build_reward_predictor(b: PartBuild) -> RewardPredictor:
     return RewardPredictor(name=b.name, coef=b.settings.coef)
 
 
-ROW = PartSpec(build_reward_predictor, RewardPredictorSettings.read, option="parts.reward_predictor")
+ROW = PartSpec(build_reward_predictor, section=RewardPredictorSettings, option="parts.reward_predictor")
 OWN = tiny("algorithm.parts.reward_predictor.coef=0.25")
 
 

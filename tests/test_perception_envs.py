@@ -8,6 +8,8 @@ compiled (about a minute on a CPU); every other check reuses that state or only 
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,10 +18,12 @@ from extras import require_playground
 
 require_playground()
 
+from strl_jax.config_sections import section_keys  # noqa: E402
 from strl_jax.configs.loader import resolve_config  # noqa: E402
 from strl_jax.envs import height_scan as hs  # noqa: E402
 from strl_jax.envs import make_env_from_config  # noqa: E402
 from strl_jax.envs.depth_camera import DepthCameraSpec, depth_image  # noqa: E402
+from strl_jax.envs.perception import ForwardDepthSetting, HeightScanSetting  # noqa: E402
 from strl_jax.errors import ConfigError  # noqa: E402
 
 TASK = "Go1JoystickRoughTerrain"
@@ -143,7 +147,10 @@ def test_humanoid_scan_reads_its_root_body():
 @pytest.mark.parametrize(
     ("override", "match"),
     [
-        ("env.height_scan={spacing: 0.1}", r"height_scan\.spacing .*valid: \['groups', 'geom', 'num_x'"),
+        (
+            "env.height_scan={spacing: 0.1}",
+            r"unknown env\.height_scan key 'spacing'; valid keys: \['groups', 'geom', 'num_x'",
+        ),
         ("env.height_scan={yaw: north}", r"height_scan\.yaw must be one of \['heading', 'twist'\]"),
         ("env.height_scan={num_x: 0}", r"height_scan\.num_x must be an integer >= 1"),
         ("env.height_scan={offset: [0.1]}", r"height_scan\.offset must be \[x, y\]"),
@@ -174,12 +181,14 @@ def images(env):
     return lambda brax_state: np.asarray(cast(brax_state.data))
 
 
-def test_forward_depth_spec_keys_are_the_cameras_fields():
-    import dataclasses  # noqa: PLC0415
-
-    from strl_jax.envs.perception import FORWARD_DEPTH_KEYS  # noqa: PLC0415
-
-    assert FORWARD_DEPTH_KEYS == ("groups", *(f.name for f in dataclasses.fields(DepthCameraSpec)))
+def test_perception_settings_take_every_field_of_their_specs():
+    """Each field of the camera's and the scan's specs is a key of its setting."""
+    assert section_keys(ForwardDepthSetting) == (
+        "groups",
+        *(f.name for f in dataclasses.fields(DepthCameraSpec)),
+    )
+    scan_fields = tuple(f.name for f in dataclasses.fields(hs.HeightScanSpec))
+    assert section_keys(HeightScanSetting) == ("groups", "geom", *scan_fields)
 
 
 def test_reset_observes_the_depth_image_of_its_state(env, rollout, images):
@@ -236,7 +245,10 @@ def test_flat_terrain_sees_its_plane_through_playground_steps():
 @pytest.mark.parametrize(
     ("override", "match"),
     [
-        ("env.forward_depth={fov: 90}", r"forward_depth\.fov .*valid: \['groups', 'height', 'width'"),
+        (
+            "env.forward_depth={fov: 90}",
+            r"unknown env\.forward_depth key 'fov'; valid keys: \['groups', 'height', 'width'",
+        ),
         ("env.forward_depth={height: 0}", r"forward_depth\.height must be an integer >= 1"),
         ("env.forward_depth={horizontal_fov: 180}", r"forward_depth\.horizontal_fov must be degrees"),
         ("env.forward_depth={near: 2.0, far: 1.0}", r"forward_depth\.far must be metres > near \(2\.0\)"),

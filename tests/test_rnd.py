@@ -20,9 +20,11 @@ from test_checkpoint_resume import assert_trees_equal
 from tiny_config import tiny
 
 from strl_jax.agents.parts import EnvStep, StepContext, UpdateContext
-from strl_jax.agents.rnd import RndPart, RndState, make_rnd_part, parse_rnd_config, rnd_weight
+from strl_jax.agents.rnd import OPTION, RndPart, RndSettings, RndState, make_rnd_part, rnd_weight
+from strl_jax.config_sections import read_section
 from strl_jax.configs import ConfigError, resolve_config
-from strl_jax.configs.rsl_rl_config import from_rsl_rl_config, to_rsl_rl_train_cfg
+from strl_jax.configs.from_rsl_rl import from_rsl_rl_config
+from strl_jax.configs.to_rsl_rl import to_rsl_rl_train_cfg
 from strl_jax.networks.normalizer import init_normalizer
 from strl_jax.train_loops.learner import metric_sections
 from strl_jax.train_loops.runner import train
@@ -63,7 +65,7 @@ def make_pair(cfg: dict = RSL_RL_CFG) -> tuple[RandomNetworkDistillation, RndPar
     module.train()
     part = RndPart(
         name="rnd",
-        settings=parse_rnd_config(cfg),
+        settings=read_section(RndSettings, cfg, OPTION),
         num_states=D,
         initial_weight=cfg["weight"],
         steps_per_iteration=T,
@@ -180,10 +182,18 @@ def test_weight_schedules_match_rsl_rl(schedule):
 def test_rnd_config_errors():
     base = {"num_outputs": 2, "predictor_hidden_dims": [4], "target_hidden_dims": [4]}
     for bad, message in [
-        ({**base, "wieght": 1.0}, "valid keys"),
-        ({"predictor_hidden_dims": [4], "target_hidden_dims": [4]}, "num_outputs"),
-        ({**base, "weight_schedule": {"mode": "cosine"}}, "valid choices"),
-        ({**base, "weight_schedule": {"mode": "step", "final_step": 3}}, "final_value"),
+        ({**base, "wieght": 1.0}, r"unknown algorithm.rnd_cfg key 'wieght'; valid keys: \['num_outputs'"),
+        ({"predictor_hidden_dims": [4], "target_hidden_dims": [4]}, "rnd_cfg needs num_outputs: an integer"),
+        ({**base, "num_outputs": 0}, "rnd_cfg.num_outputs must be an integer >= 1, got 0"),
+        (
+            {**base, "weight_schedule": {"mode": "cosine"}},
+            r"weight_schedule.mode must be one of \['constant', 'step', 'linear'\], got 'cosine'",
+        ),
+        ({**base, "weight_schedule": {"mode": "step", "final_step": 3}}, "mode 'step' needs final_value"),
+        (
+            {**base, "weight_schedule": {"mode": "constant", "final_step": 3}},
+            r"weight_schedule key 'final_step' with mode 'constant'; valid keys: \['mode'\]",
+        ),
         (
             {
                 **base,
@@ -191,11 +201,11 @@ def test_rnd_config_errors():
             },
             "after initial_step",
         ),
-        ({**base, "activation": "relu6"}, "valid choices"),
+        ({**base, "activation": "relu6"}, r"activation must be one of \[.*'elu'.*\], got 'relu6'"),
         ({**base, "target_hidden_dims": [0]}, "positive widths"),
     ]:
         with pytest.raises(ConfigError, match=message):
-            parse_rnd_config(bad)
+            read_section(RndSettings, bad, OPTION)
     rnd = "algorithm.rnd_cfg={num_outputs: 2, predictor_hidden_dims: [4], target_hidden_dims: [4]}"
     with pytest.raises(ConfigError, match="rnd_cfg applies to"):
         resolve_config("inverted_pendulum", overrides=[rnd, "algorithm.class_name=Distillation"])
@@ -261,7 +271,7 @@ def test_rsl_rl_config_maps_rnd_both_ways(rnd_state, group):
     mapped = from_rsl_rl_config(data)
     named = {} if rnd_state is None else {"obs_group": group}  # unset: the default, `policy`
     assert mapped["algorithm"]["rnd_cfg"] == {**data["algorithm"]["rnd_cfg"], **named}
-    assert parse_rnd_config(mapped["algorithm"]["rnd_cfg"]).obs_group == group
+    assert read_section(RndSettings, mapped["algorithm"]["rnd_cfg"], OPTION).obs_group == group
     if group == "rnd_state":
         assert mapped["env"]["obs_groups"]["rnd_state"] == ["height_scan"]
     cfg = resolve_config("inverted_pendulum", overrides=[RND])
@@ -272,6 +282,8 @@ def test_rsl_rl_config_maps_rnd_both_ways(rnd_state, group):
     )
     assert module.weight_scheduler(
         step=12, **written["algorithm"]["rnd_cfg"]["weight_schedule"]
-    ) == pytest.approx(float(rnd_weight(0.5, parse_rnd_config(cfg.algorithm.rnd_cfg).weight_schedule, 12)))
+    ) == pytest.approx(
+        float(rnd_weight(0.5, read_section(RndSettings, cfg.algorithm.rnd_cfg, OPTION).weight_schedule, 12))
+    )
     data["algorithm"]["rnd_cfg"] = None
     assert "rnd_cfg" not in from_rsl_rl_config(data)["algorithm"]

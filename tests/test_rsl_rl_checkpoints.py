@@ -21,7 +21,7 @@ from strl_jax.checkpoints import torch_checkpoints
 from strl_jax.checkpoints.manipulators import copy_overlap
 from strl_jax.checkpoints.torch_checkpoints import load_torch_params_and_normalizers
 from strl_jax.configs.loader import resolve_config
-from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
+from strl_jax.configs.to_rsl_rl import to_rsl_rl_train_cfg
 from strl_jax.errors import CheckpointMismatchError, ConfigError
 from strl_jax.export import main as export_main
 from strl_jax.inference import PolicyState, load_policy

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from strl_jax import train as train_cli
+from strl_jax.configs.from_rsl_rl import RSL_RL_UPDATE, from_rsl_rl_config, is_rsl_rl_config
 from strl_jax.configs.loader import (
     ConfigYamlLoader,
     config_to_dict,
@@ -22,14 +23,8 @@ from strl_jax.configs.loader import (
     load_preset,
     resolve_config,
 )
-from strl_jax.configs.rsl_rl_config import (
-    PPO_KEYS,
-    RSL_RL_UPDATE,
-    from_rsl_rl_config,
-    is_rsl_rl_config,
-    to_rsl_rl_train_cfg,
-)
 from strl_jax.configs.schema import PolicyConfig, RunnerConfig, TrainConfig
+from strl_jax.configs.to_rsl_rl import PPO_KEYS, to_rsl_rl_train_cfg
 from strl_jax.errors import ConfigError
 
 DATA = Path(__file__).parent / "data" / "rsl_rl"

@@ -22,7 +22,7 @@ from strl_jax.agents.ppo import MinibatchInputs, PPOBatch, make_optimizer, ppo_l
 from strl_jax.agents.symmetry import SymmetryEnv, SymmetryPart, copies
 from strl_jax.checkpoints.torch_checkpoints import rsl_rl_state_dicts
 from strl_jax.configs import ConfigError, resolve_config
-from strl_jax.configs.rsl_rl_config import to_rsl_rl_train_cfg
+from strl_jax.configs.to_rsl_rl import to_rsl_rl_train_cfg
 from strl_jax.envs import symmetry as mirrors
 from strl_jax.envs.playground_components import component_layout, component_slices
 from strl_jax.networks.acting import make_actor
@@ -415,7 +415,10 @@ def sym_override(**kw) -> str:
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        (sym_override(use_mirror_loss=True, mirror_coef=1.0), "unknown keys ['mirror_coef']"),
+        (
+            sym_override(use_mirror_loss=True, mirror_coef=1.0),
+            "unknown algorithm.symmetry_cfg key 'mirror_coef'; valid keys: ['data_augmentation_func'",
+        ),
         (
             sym_override(use_mirror_loss=True, data_augmentation_func="not a function"),
             "package.module:function",
@@ -471,7 +474,7 @@ def test_training_with_the_mirror_loss_makes_the_policy_symmetric(tmp_path):
 def test_rsl_rl_symmetry_cfg_maps_to_algorithm_symmetry_cfg():
     """An rsl_rl train config's `symmetry_cfg` (with a strl_jax function) is strl_jax's, checked as one;
     the rsl_rl config written back for export leaves it out (no torch function to name)."""
-    from strl_jax.configs.rsl_rl_config import from_rsl_rl_config
+    from strl_jax.configs.from_rsl_rl import from_rsl_rl_config
 
     sym = {"use_data_augmentation": True, "use_mirror_loss": False, "data_augmentation_func": FUNC}
     data = {"num_steps_per_env": 8, "algorithm": {"class_name": "PPO", "symmetry_cfg": sym}}

@@ -18,9 +18,10 @@ from strl_jax.agents.estimator import build_estimator, estimator_settings
 from strl_jax.agents.lr_schedulers import make_lr_scheduler
 from strl_jax.agents.motion_prior import AMP_GROUP, amp_settings, build_motion_prior
 from strl_jax.agents.parts import Part, PartBuild
-from strl_jax.agents.rnd import build_rnd, rnd_settings
-from strl_jax.agents.symmetry import build_symmetry, symmetry_settings
+from strl_jax.agents.rnd import RndSettings, build_rnd
+from strl_jax.agents.symmetry import SymmetrySettings, build_symmetry
 from strl_jax.agents.tppo import build_teacher, teacher_settings
+from strl_jax.config_sections import read_section
 from strl_jax.errors import ConfigError
 from strl_jax.networks.policy_classes import policy_class
 
@@ -57,10 +58,11 @@ class PartSpec:
     """Everything strl_jax knows of a part besides its module.
 
     `build(PartBuild) -> Part`: the part for a run, checked against its env (reads files; before
-    anything compiles). `settings(cfg)`: its settings read and checked (cheap; a `ConfigError`
-    names the key), typed where the part has a section of its own (`algorithm.rnd_cfg`,
-    `symmetry_cfg`, `algorithm.parts.<name>`) or made of st_rl's flat `algorithm` fields (the
-    teacher's, AMP's, the estimator's).
+    anything compiles). `section`: the typed dataclass of the mapping `option` names
+    (`algorithm.rnd_cfg`, `symmetry_cfg`, `algorithm.parts.<name>`), read by
+    `config_sections.read_section`; `settings(cfg)`: settings made of st_rl's flat `algorithm`
+    fields (the teacher's, AMP's, the estimator's), read and checked. Both are cheap and name a bad
+    key in a `ConfigError`.
     `env_groups`: observation groups the env must provide, read by this part only.
     `option`: the `algorithm` setting that adds it to PPO (rsl_rl's extensions such as `rnd_cfg`,
     or `parts.<name>` for a part of one's own; None there: off).
@@ -72,6 +74,7 @@ class PartSpec:
 
     build: Callable[[PartBuild], Part]
     settings: Callable[[Any], Any] | None = None
+    section: type | None = None
     env_groups: tuple[str, ...] = ()
     option: str | None = None
     enabled: Callable[[Any], bool] | None = None
@@ -83,6 +86,12 @@ class PartSpec:
         field, _, key = self.option.partition(".")
         value = getattr(alg, field)
         return value.get(key) if key else value
+
+    def read_settings(self, cfg: Any) -> Any:
+        """The part's settings for `cfg`, typed and checked (None: it has none)."""
+        if self.section is not None:
+            return read_section(self.section, self.option_value(cfg.algorithm), self.setting())
+        return None if self.settings is None else self.settings(cfg)
 
     def setting(self) -> str:
         """The config setting that adds the part to a run."""
@@ -106,12 +115,12 @@ PARTS: dict[str, PartSpec] = {
     "estimator": PartSpec(build_estimator, estimator_settings),
     "symmetry": PartSpec(
         build_symmetry,
-        symmetry_settings,
+        section=SymmetrySettings,
         option="symmetry_cfg",
         plain_ppo_only=True,
         with_actions="mirrors actions and action means",
     ),
-    "rnd": PartSpec(build_rnd, rnd_settings, option="rnd_cfg"),
+    "rnd": PartSpec(build_rnd, section=RndSettings, option="rnd_cfg"),
     "demonstrations": PartSpec(
         build_demonstrations,
         enabled=rl_imitation_active,
@@ -168,8 +177,7 @@ def check_algorithm_config(cfg: Any) -> None:
     for part in active_parts(cfg):
         if PARTS[part].option is not None:
             check_option_part(cfg, spec, part)
-        if PARTS[part].settings is not None:
-            PARTS[part].settings(cfg)
+        PARTS[part].read_settings(cfg)
     if policy_class(cfg.policy.class_name).stages and "estimator" not in spec.parts:
         trains = [name for name, s in ALGORITHMS.items() if "estimator" in s.parts]
         raise ConfigError(
@@ -204,7 +212,7 @@ def part_build(cfg: Any, env: Any, name: str, load_policy: Callable[..., Any] | 
         env=env,
         cfg=cfg,
         algorithm=spec,
-        settings=None if row.settings is None else row.settings(cfg),
+        settings=row.read_settings(cfg),
         policy_shapes={k: v for k, v in shapes.items() if k not in env_groups(spec)},
         load_policy=load_policy,
     )

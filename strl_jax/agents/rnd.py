@@ -40,152 +40,74 @@ from strl_jax.agents.parts import (
     UpdateContext,
 )
 from strl_jax.collectives import pmean
+from strl_jax.config_sections import FLAG, Nested, Rule, accept, choice, integer, key, number, read_section
 from strl_jax.errors import ConfigError
 from strl_jax.networks.mlp import ACTIVATIONS, MLP
 from strl_jax.networks.normalizer import NormalizerState, init_normalizer, normalize, update_normalizer
 
 NAME = "rnd"
+OPTION = "algorithm.rnd_cfg"
 REWARD_GAMMA = 0.99  # rsl_rl's _DiscountedAverage of the intrinsic reward (not PPO's gamma)
 NORMALIZER_UNTIL = 1.0e8  # both rsl_rl RND normalisers freeze after this many samples
+# the keys each `weight_schedule` mode takes besides `mode` (rsl_rl's weight_scheduler)
 SCHEDULE_KEYS = {
     "constant": (),
     "step": ("final_step", "final_value"),
     "linear": ("initial_step", "final_step", "final_value"),
 }
-# rsl_rl's option names and defaults (None: required, as in RandomNetworkDistillation)
-DEFAULTS: dict[str, Any] = {
-    "weight": 0.0,
-    "weight_schedule": None,
-    "reward_normalization": False,
-    "state_normalization": False,
-    "learning_rate": 1e-3,
-    "num_outputs": None,
-    "predictor_hidden_dims": None,
-    "target_hidden_dims": None,
-    "activation": "elu",
-    "obs_group": "policy",  # strl_jax's env observation group (rsl_rl: obs_groups["rnd_state"])
-}
+
+
+def _widths(value: Any) -> tuple[int, ...]:
+    ok = isinstance(value, list | tuple) and value
+    if not ok or any(isinstance(d, bool) or not isinstance(d, int) or (d < 1 and d != -1) for d in value):
+        raise ValueError
+    return tuple(value)
+
+
+WIDTHS = Rule(_widths, "a non-empty list of positive widths (-1: the state size)")
+ACTIVATION = accept(
+    lambda v: isinstance(v, str) and v.lower() in ACTIVATIONS, f"one of {sorted(ACTIVATIONS)}"
+)
+OBS_GROUP = accept(lambda v: isinstance(v, str), "an observation group name")
 
 
 @dataclasses.dataclass(frozen=True)
 class WeightSchedule:
     """rsl_rl's `weight_schedule`: `constant`, `step` (to `final_value` at `final_step`) or
-    `linear` (from the initial weight at `initial_step` to `final_value` at `final_step`)."""
+    `linear` (from the initial weight at `initial_step` to `final_value` at `final_step`); each
+    mode takes its own keys (`SCHEDULE_KEYS`), all required, as in rsl_rl."""
 
-    mode: str = "constant"
-    initial_step: int = 0
-    final_step: int = 0
-    final_value: float = 0.0
+    selector: ClassVar = ("mode", SCHEDULE_KEYS)
+    mode: str = key(choice(list(SCHEDULE_KEYS)), "constant")
+    initial_step: int = key(integer(), 0)
+    final_step: int = key(integer(), 0)
+    final_value: float = key(number(), 0.0)
+
+    def check(self, where: str) -> None:
+        if self.mode == "linear" and self.final_step <= self.initial_step:
+            raise ConfigError(
+                f"{where}: final_step ({self.final_step}) must be after initial_step ({self.initial_step})"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
 class RndSettings:
-    """`algorithm.rnd_cfg`, checked."""
+    """`algorithm.rnd_cfg`: rsl_rl's RND options and defaults (the first three are required, as
+    in RandomNetworkDistillation), and the env group it reads (rsl_rl: `obs_groups["rnd_state"]`).
+    Null `weight_schedule`: constant."""
 
-    num_outputs: int
-    predictor_hidden_dims: tuple[int, ...]
-    target_hidden_dims: tuple[int, ...]
-    weight: float = 0.0
-    weight_schedule: WeightSchedule = WeightSchedule()
-    reward_normalization: bool = False
-    state_normalization: bool = False
-    learning_rate: float = 1e-3
-    activation: str = "elu"
-    obs_group: str = "policy"
-
-
-def _number(raw: dict, key: str, kind: type) -> Any:
-    value = raw[key]
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or (kind is int and int(value) != value):
-        raise ConfigError(
-            f"algorithm.rnd_cfg.{key} must be {'an integer' if kind is int else 'a number'}, got {value!r}"
-        )
-    return kind(value)
-
-
-def _dims(raw: dict, key: str) -> tuple[int, ...]:
-    value = raw[key]
-    if (
-        not isinstance(value, list | tuple)
-        or not value
-        or any(isinstance(d, bool) or not isinstance(d, int) or (d < 1 and d != -1) for d in value)
-    ):
-        raise ConfigError(
-            f"algorithm.rnd_cfg.{key} must be a non-empty list of positive widths (-1: the state size), "
-            f"got {value!r}"
-        )
-    return tuple(value)
-
-
-def parse_weight_schedule(raw: Any) -> WeightSchedule:
-    """rsl_rl's `weight_schedule` mapping (None: constant)."""
-    if raw is None:
-        return WeightSchedule()
-    where = "algorithm.rnd_cfg.weight_schedule"
-    if not isinstance(raw, dict) or raw.get("mode") not in SCHEDULE_KEYS:
-        mode = raw.get("mode") if isinstance(raw, dict) else raw
-        raise ConfigError(f"{where}.mode {mode!r} is not a schedule; valid choices: {list(SCHEDULE_KEYS)}")
-    mode = raw["mode"]
-    needed = SCHEDULE_KEYS[mode]
-    unknown = sorted(set(raw) - {"mode", *needed})
-    missing = [k for k in needed if k not in raw]
-    if unknown or missing:
-        raise ConfigError(
-            f"{where}: mode {mode!r} takes {list(needed) or 'no parameters'}; "
-            + (f"missing {missing}" if missing else f"unknown {unknown}")
-        )
-    values = {k: _number({k: raw[k]}, k, float if k == "final_value" else int) for k in needed}
-    schedule = WeightSchedule(mode=mode, **values)
-    if mode == "linear" and schedule.final_step <= schedule.initial_step:
-        raise ConfigError(
-            f"{where}: final_step ({schedule.final_step}) must be after initial_step "
-            f"({schedule.initial_step})"
-        )
-    return schedule
-
-
-def parse_rnd_config(raw: Any) -> RndSettings:
-    """`algorithm.rnd_cfg` as `RndSettings`; every problem is a `ConfigError` naming the key."""
-    if not isinstance(raw, dict):
-        raise ConfigError(f"algorithm.rnd_cfg must be a mapping of rsl_rl's RND options, got {raw!r}")
-    unknown = sorted(set(raw) - set(DEFAULTS))
-    if unknown:
-        raise ConfigError(f"unknown algorithm.rnd_cfg key {unknown[0]!r}; valid keys: {list(DEFAULTS)}")
-    raw = {**DEFAULTS, **raw}
-    missing = [k for k, v in raw.items() if v is None and k != "weight_schedule"]
-    if missing:
-        raise ConfigError(f"algorithm.rnd_cfg needs {missing} (rsl_rl has no defaults for them)")
-    for key in ("reward_normalization", "state_normalization"):
-        if not isinstance(raw[key], bool):
-            raise ConfigError(f"algorithm.rnd_cfg.{key} must be true or false, got {raw[key]!r}")
-    if not isinstance(raw["activation"], str) or raw["activation"].lower() not in ACTIVATIONS:
-        raise ConfigError(
-            f"unknown algorithm.rnd_cfg.activation {raw['activation']!r}; "
-            f"valid choices: {sorted(ACTIVATIONS)}"
-        )
-    if not isinstance(raw["obs_group"], str):
-        raise ConfigError(
-            f"algorithm.rnd_cfg.obs_group must be an observation group name, got {raw['obs_group']!r}"
-        )
-    settings = RndSettings(
-        num_outputs=_number(raw, "num_outputs", int),
-        predictor_hidden_dims=_dims(raw, "predictor_hidden_dims"),
-        target_hidden_dims=_dims(raw, "target_hidden_dims"),
-        weight=_number(raw, "weight", float),
-        weight_schedule=parse_weight_schedule(raw["weight_schedule"]),
-        reward_normalization=raw["reward_normalization"],
-        state_normalization=raw["state_normalization"],
-        learning_rate=_number(raw, "learning_rate", float),
-        activation=raw["activation"],
-        obs_group=raw["obs_group"],
+    num_outputs: int = key(integer(1))
+    predictor_hidden_dims: tuple[int, ...] = key(WIDTHS)
+    target_hidden_dims: tuple[int, ...] = key(WIDTHS)
+    weight: float = key(number(), 0.0)
+    weight_schedule: WeightSchedule = key(
+        Nested(WeightSchedule, WeightSchedule(), null_ok=True), WeightSchedule()
     )
-    if settings.num_outputs < 1 or settings.learning_rate <= 0:
-        raise ConfigError(
-            f"algorithm.rnd_cfg: num_outputs must be >= 1 and learning_rate > 0, got "
-            f"{settings.num_outputs} and {settings.learning_rate}"
-        )
-    return settings
+    reward_normalization: bool = key(FLAG, False)
+    state_normalization: bool = key(FLAG, False)
+    learning_rate: float = key(number(above=0.0), 1e-3)
+    activation: str = key(ACTIVATION, "elu")
+    obs_group: str = key(OBS_GROUP, "policy")
 
 
 def rnd_weight(initial: float, schedule: WeightSchedule, step: jax.Array) -> jax.Array:
@@ -369,18 +291,17 @@ class RndPart(Part):
 
 def make_rnd_part(name: str, env: Any, cfg: Any) -> RndPart:
     """The RND part for `env`: its observation group must exist and be one vector per env."""
-    settings = parse_rnd_config(cfg.algorithm.rnd_cfg)
+    settings = read_section(RndSettings, cfg.algorithm.rnd_cfg, OPTION)
     shapes = env.observation_shapes()
     if settings.obs_group not in shapes:
         raise ConfigError(
-            f"algorithm.rnd_cfg.obs_group {settings.obs_group!r} is not an observation group of the env; "
+            f"{OPTION}.obs_group {settings.obs_group!r} is not an observation group of the env; "
             f"valid choices: {sorted(shapes)}"
         )
     shape = tuple(shapes[settings.obs_group])
     if len(shape) != 1:
         raise ConfigError(
-            f"algorithm.rnd_cfg.obs_group {settings.obs_group!r} has shape {shape}; "
-            "RND reads 1-D observations"
+            f"{OPTION}.obs_group {settings.obs_group!r} has shape {shape}; RND reads 1-D observations"
         )
     return RndPart(
         name=name,
@@ -389,12 +310,6 @@ def make_rnd_part(name: str, env: Any, cfg: Any) -> RndPart:
         initial_weight=settings.weight * float(env.dt),
         steps_per_iteration=cfg.runner.num_steps_per_env,
     )
-
-
-def rnd_settings(cfg: Any) -> RndSettings:
-    """`algorithm.rnd_cfg`, typed (cheap checks; the observation group is checked against the env
-    when the part is built)."""
-    return parse_rnd_config(cfg.algorithm.rnd_cfg)
 
 
 def build_rnd(b: PartBuild) -> RndPart:

@@ -25,12 +25,12 @@ import jax
 import jax.numpy as jnp
 
 from strl_jax.agents.parts import AugmentContext, LossContext, Losses, Part, PartBuild
+from strl_jax.config_sections import FLAG, accept, key, number
 from strl_jax.errors import ConfigError
 from strl_jax.networks.normalizer import denormalize, normalize
-from strl_jax.user_functions import check_function_spec, import_function
+from strl_jax.user_functions import import_function, is_function_spec
 
 OPTION = "algorithm.symmetry_cfg"
-KEYS = ("use_data_augmentation", "use_mirror_loss", "mirror_loss_coeff", "data_augmentation_func")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,45 +46,20 @@ class SymmetryEnv:
 AugmentFunc = Callable[[dict | None, jax.Array | None, SymmetryEnv], tuple[Any, Any]]
 
 
+FUNCTION = accept(
+    lambda v: isinstance(v, str) and is_function_spec(v),
+    "a function as 'package.module:function' (e.g. strl_jax.envs.symmetry:go1_joystick)",
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class SymmetrySettings:
     """`algorithm.symmetry_cfg`, typed: rsl_rl's keys and defaults."""
 
-    data_augmentation_func: str  # 'package.module:function'
-    use_data_augmentation: bool = False
-    use_mirror_loss: bool = False
-    mirror_loss_coeff: float = 0.0
-
-
-def symmetry_settings(cfg: Any) -> SymmetrySettings | None:
-    """`algorithm.symmetry_cfg` read and checked (None: off); bad keys and types name the key."""
-    sym = cfg.algorithm.symmetry_cfg
-    if sym is None:
-        return None
-    if not isinstance(sym, dict):
-        raise ConfigError(f"{OPTION} must be a mapping with keys {list(KEYS)} or null, got {sym!r}")
-    unknown = sorted(set(sym) - set(KEYS))
-    if unknown:
-        raise ConfigError(f"{OPTION} has unknown keys {unknown}; valid keys: {list(KEYS)}")
-    func = sym.get("data_augmentation_func")
-    if not isinstance(func, str):
-        raise ConfigError(
-            f"{OPTION}.data_augmentation_func must name a function as 'package.module:function' "
-            f"(e.g. strl_jax.envs.symmetry:go1_joystick), got {func!r}"
-        )
-    check_function_spec(func, f"{OPTION}.data_augmentation_func")
-    for key in ("use_data_augmentation", "use_mirror_loss"):
-        if not isinstance(sym.get(key, False), bool):
-            raise ConfigError(f"{OPTION}.{key} must be true or false, got {sym[key]!r}")
-    coeff = sym.get("mirror_loss_coeff", 0.0)
-    if isinstance(coeff, bool) or not isinstance(coeff, int | float) or coeff < 0:
-        raise ConfigError(f"{OPTION}.mirror_loss_coeff must be a number >= 0, got {coeff!r}")
-    return SymmetrySettings(
-        data_augmentation_func=func,
-        use_data_augmentation=sym.get("use_data_augmentation", False),
-        use_mirror_loss=sym.get("use_mirror_loss", False),
-        mirror_loss_coeff=float(coeff),
-    )
+    data_augmentation_func: str = key(FUNCTION)  # 'package.module:function'
+    use_data_augmentation: bool = key(FLAG, False)
+    use_mirror_loss: bool = key(FLAG, False)
+    mirror_loss_coeff: float = key(number(minimum=0.0), 0.0)
 
 
 def symmetry_env(env: Any, obs_sizes: dict[str, int]) -> SymmetryEnv:

@@ -27,7 +27,7 @@ from strl_jax.agents.algorithms import (
 )
 from strl_jax.buffers.gae import ADVANTAGE_ESTIMATORS
 from strl_jax.buffers.rollout_dataset import pretrain_settings
-from strl_jax.configs.rsl_rl_config import from_rsl_rl_config, is_rsl_rl_config
+from strl_jax.configs.from_rsl_rl import from_rsl_rl_config, is_rsl_rl_config
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.configs.sweep import normalize_sweep, sweep_settings
 from strl_jax.envs.brax_env import available_backends

@@ -12,14 +12,14 @@ a forward depth camera as named observation components.
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from strl_jax.config_sections import FLAG, Rule, accept, choice, inline, integer, key, number, read_section
 from strl_jax.envs import height_scan as hs
 from strl_jax.envs.depth_camera import DepthCameraSpec, camera_body, depth_image
 from strl_jax.envs.playground_groups import PlaygroundGroups
@@ -43,120 +43,74 @@ USER_HEIGHTFIELD = "a user env needs a heightfield geom, named by env.height_sca
 HEIGHT_SCAN_NOISE_STREAM = 0x5CA7
 
 
-# ---- height scan -------------------------------------------------------------------------------
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError
-    return value
+# ---- settings -----------------------------------------------------------------------------------
+def _reals(count: int) -> Callable[[Any], tuple[float, ...]]:
+    def read(value: Any) -> tuple[float, ...]:
+        if not isinstance(value, list | tuple) or len(value) != count:
+            raise ValueError
+        return tuple(number().read(v) for v in value)
 
-
-def _real(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError
-    return float(value)
-
-
-def _positive(value: Any) -> float:
-    if _real(value) <= 0:
-        raise ValueError
-    return float(value)
-
-
-def _non_negative(value: Any) -> float:
-    if _real(value) < 0:
-        raise ValueError
-    return float(value)
-
-
-def _pair(value: Any) -> tuple[float, float]:
-    if not isinstance(value, list | tuple) or len(value) != 2:
-        raise ValueError
-    return (_real(value[0]), _real(value[1]))
-
-
-def _triple(value: Any) -> tuple[float, float, float]:
-    if not isinstance(value, list | tuple) or len(value) != 3:
-        raise ValueError
-    return (_real(value[0]), _real(value[1]), _real(value[2]))
+    return read
 
 
 def _angle_of_view(value: Any) -> float:
-    if not 0 < _real(value) < 180:
+    angle = number().read(value)
+    if not 0 < angle < 180:
         raise ValueError
-    return float(value)
-
-
-def _flag(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError
-    return value
+    return angle
 
 
 def _group_flags(value: Any) -> tuple[int, ...]:
-    if not isinstance(value, list | tuple) or len(value) not in (0, 6):
-        raise ValueError
-    if not all(v in (0, 1) for v in value):
+    if not isinstance(value, list | tuple) or len(value) not in (0, 6) or not all(v in (0, 1) for v in value):
         raise ValueError
     return tuple(int(v) for v in value)
 
 
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError
-    return value
-
-
-def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
-    def check(value: Any) -> str:
-        if value not in options:
-            raise ValueError
-        return value
-
-    return check
-
-
-# `env.height_scan` keys besides `groups` and `geom`: HeightScanSpec's fields, how each is read
-# and what a valid value is (for the error message).
-HEIGHT_SCAN_FIELDS: dict[str, tuple[Callable[[Any], Any], str]] = {
-    "num_x": (_count, "an integer >= 1"),
-    "num_y": (_count, "an integer >= 1"),
-    "resolution": (_positive, "metres > 0"),
-    "offset": (_pair, "[x, y] in metres"),
-    "body": (_text, 'a body name ("" is the root body)'),
-    "yaw": (_choice(hs.YAW_CONVENTIONS), f"one of {list(hs.YAW_CONVENTIONS)}"),
-    "reference_height": (_real, "metres"),
-    "clip": (_positive, "metres > 0"),
-    "scale": (_positive, "a number > 0"),
-    "mode": (_choice(hs.MODES), f"one of {list(hs.MODES)}"),
-    "noise": (_non_negative, "metres >= 0 at noise level 1"),
-}
-HEIGHT_SCAN_KEYS = ("groups", "geom", *HEIGHT_SCAN_FIELDS)
-
-
-@dataclasses.dataclass(frozen=True)
-class HeightScanSetting:
-    """`env.height_scan`, checked: which groups get the scan, of which heightfield geom, how."""
-
-    groups: tuple[str, ...]
-    geom: str
-    spec: hs.HeightScanSpec
-
-
-def setting_groups(name: str, config: Mapping, default: str) -> tuple[str, ...]:
-    """`env.<name>.groups`: one group name or a list of distinct names (default `[default]`)."""
-    groups = config.get("groups", [default])
-    groups = [groups] if isinstance(groups, str) else groups
+def _groups(value: Any) -> tuple[str, ...]:
+    groups = [value] if isinstance(value, str) else value
     if (
         not isinstance(groups, list | tuple)
         or not groups
         or not all(isinstance(g, str) for g in groups)
         or len(set(groups)) != len(groups)
     ):
-        raise ConfigError(
-            f"env.{name}.groups must be a group name or a list of distinct names (policy, critic), "
-            f"got {config['groups']!r}"
-        )
+        raise ValueError
     return tuple(groups)
+
+
+def _text(valid: str) -> Rule:
+    return accept(lambda v: isinstance(v, str), valid)
+
+
+COUNT = integer(1)
+METRES = number(above=0.0, valid="metres > 0")
+GROUPS = Rule(_groups, "a group name or a list of distinct names (policy, critic)")
+# `env.height_scan`'s keys that are HeightScanSpec's fields: how each is read and what a valid
+# value is
+HEIGHT_SCAN_RULES = {
+    "num_x": COUNT,
+    "num_y": COUNT,
+    "resolution": METRES,
+    "offset": Rule(_reals(2), "[x, y] in metres"),
+    "body": _text('a body name ("" is the root body)'),
+    "yaw": choice(hs.YAW_CONVENTIONS),
+    "reference_height": number(valid="metres"),
+    "clip": METRES,
+    "scale": number(above=0.0),
+    "mode": choice(hs.MODES),
+    "noise": number(minimum=0.0, valid="metres >= 0 at noise level 1"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class HeightScanSetting:
+    """`env.height_scan`, checked: which groups get the scan, of which heightfield geom, how."""
+
+    groups: tuple[str, ...] = key(GROUPS, ("critic",))
+    geom: str = key(
+        accept(lambda v: isinstance(v, str) and v, "the heightfield geom's name (e.g. floor)"), "floor"
+    )
+    spec: hs.HeightScanSpec = inline(hs.HeightScanSpec, HEIGHT_SCAN_RULES)
 
 
 def check_setting_groups(name: str, task: str, groups: PlaygroundGroups, chosen: tuple[str, ...]) -> None:
@@ -167,34 +121,9 @@ def check_setting_groups(name: str, task: str, groups: PlaygroundGroups, chosen:
         raise ConfigError(f"env.{name}.groups: {bad} are not observation groups of {task!r}; valid: {valid}")
 
 
-def setting_fields(name: str, config: Any, keys: tuple[str, ...], fields: dict) -> dict[str, Any]:
-    """The checked values of `env.<name>`'s `fields` keys; a mapping of known keys only."""
-    if not isinstance(config, Mapping):
-        raise ConfigError(f"env.{name} must be a mapping {{key: value}}, got {config!r}")
-    unknown = [k for k in config if k not in keys]
-    if unknown:
-        raise ConfigError(f"env.{name}.{unknown[0]} is not a {name} setting; valid: {list(keys)}")
-    out = {}
-    for key, (read, valid) in fields.items():
-        if key in config:
-            try:
-                out[key] = read(config[key])
-            except (TypeError, ValueError):
-                raise ConfigError(f"env.{name}.{key} must be {valid}, got {config[key]!r}") from None
-    return out
-
-
 def height_scan_setting(config: Any) -> HeightScanSetting | None:
-    """`env.height_scan` as a checked setting (None when `{}`: off); every key and value is
-    checked here, before any model loads, with the valid choices in the message."""
-    if not config:
-        return None
-    fields = setting_fields(HEIGHT_SCAN, config, HEIGHT_SCAN_KEYS, HEIGHT_SCAN_FIELDS)
-    groups = setting_groups(HEIGHT_SCAN, config, "critic")
-    geom = config.get("geom", "floor")
-    if not isinstance(geom, str) or not geom:
-        raise ConfigError(f"env.height_scan.geom must name the heightfield geom (e.g. floor), got {geom!r}")
-    return HeightScanSetting(groups=groups, geom=geom, spec=hs.HeightScanSpec(**fields))
+    """`env.height_scan` as a checked setting (None when `{}`: off), before any model loads."""
+    return read_section(HeightScanSetting, config, f"env.{HEIGHT_SCAN}") if config else None
 
 
 def noise_level(config: Any) -> float:
@@ -284,46 +213,41 @@ def with_height_scan(
 
 
 # ---- forward depth -----------------------------------------------------------------------------
-# `env.forward_depth` keys besides `groups`: DepthCameraSpec's fields, how each is read and what a
-# valid value is (for the error message).
-FORWARD_DEPTH_FIELDS: dict[str, tuple[Callable[[Any], Any], str]] = {
-    "height": (_count, "an integer >= 1 (pixels)"),
-    "width": (_count, "an integer >= 1 (pixels)"),
-    "horizontal_fov": (_angle_of_view, "degrees in (0, 180)"),
-    "near": (_non_negative, "metres >= 0"),
-    "far": (_positive, "metres > near"),
-    "offset": (_real, "a number (added after scaling depth to [0, 1])"),
-    "body": (_text, "the name of the body the camera sits on"),
-    "position": (_triple, "[x, y, z] in metres in the body's frame"),
-    "pitch": (_real, "radians (positive looks down)"),
-    "camera": (_text, 'an MJCF camera name ("" places the camera on body)'),
-    "geomgroup": (_group_flags, "[] (every geom group) or 6 flags 0/1, as mj_ray's geomgroup"),
-    "exclude_robot": (_flag, "true or false"),
-    "hfield_steps": (_count, "an integer >= 1"),
-    "hfield_refine": (_count, "an integer >= 1"),
+# `env.forward_depth`'s keys that are DepthCameraSpec's fields: how each is read and what a valid
+# value is
+FORWARD_DEPTH_RULES = {
+    "height": Rule(COUNT.read, "an integer >= 1 (pixels)"),
+    "width": Rule(COUNT.read, "an integer >= 1 (pixels)"),
+    "horizontal_fov": Rule(_angle_of_view, "degrees in (0, 180)"),
+    "near": number(minimum=0.0, valid="metres >= 0"),
+    "far": number(above=0.0, valid="metres > near"),
+    "offset": number(valid="a number (added after scaling depth to [0, 1])"),
+    "body": _text("the name of the body the camera sits on"),
+    "position": Rule(_reals(3), "[x, y, z] in metres in the body's frame"),
+    "pitch": number(valid="radians (positive looks down)"),
+    "camera": _text('an MJCF camera name ("" places the camera on body)'),
+    "geomgroup": Rule(_group_flags, "[] (every geom group) or 6 flags 0/1, as mj_ray's geomgroup"),
+    "exclude_robot": FLAG,
+    "hfield_steps": COUNT,
+    "hfield_refine": COUNT,
 }
-FORWARD_DEPTH_KEYS = ("groups", *FORWARD_DEPTH_FIELDS)
 
 
 @dataclasses.dataclass(frozen=True)
 class ForwardDepthSetting:
     """`env.forward_depth`, checked: which groups get the image, and the camera."""
 
-    groups: tuple[str, ...]
-    spec: DepthCameraSpec
+    groups: tuple[str, ...] = key(GROUPS, ("policy",))
+    spec: DepthCameraSpec = inline(DepthCameraSpec, FORWARD_DEPTH_RULES)
+
+    def check(self, where: str) -> None:
+        if self.spec.far <= self.spec.near:
+            raise ConfigError(f"{where}.far must be metres > near ({self.spec.near}), got {self.spec.far!r}")
 
 
 def forward_depth_setting(config: Any) -> ForwardDepthSetting | None:
-    """`env.forward_depth` as a checked setting (None when `{}`: off); every key and value is
-    checked here, before any model loads, with the valid choices in the message."""
-    if not config:
-        return None
-    fields = setting_fields(FORWARD_DEPTH, config, FORWARD_DEPTH_KEYS, FORWARD_DEPTH_FIELDS)
-    groups = setting_groups(FORWARD_DEPTH, config, "policy")
-    spec = DepthCameraSpec(**fields)
-    if spec.far <= spec.near:
-        raise ConfigError(f"env.forward_depth.far must be metres > near ({spec.near}), got {spec.far!r}")
-    return ForwardDepthSetting(groups=groups, spec=spec)
+    """`env.forward_depth` as a checked setting (None when `{}`: off), before any model loads."""
+    return read_section(ForwardDepthSetting, config, f"env.{FORWARD_DEPTH}") if config else None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

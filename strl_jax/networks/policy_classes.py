@@ -52,7 +52,7 @@ POLICY_CLASSES: dict[str, PolicyClass] = {
 STAGE_MLP_DEFAULTS = {"hidden_sizes": (128, 64), "nonlinearity": "relu"}  # st_rl MlpModel kwargs
 
 
-# st_rl's mutex classes combine finished runs and are not trained: `strl_jax.networks.mutex`
+# st_rl's mutex classes combine finished runs and are not trained: `strl_jax.mutex`
 # (loaded by `strl_jax.mutex_from_runs`)
 MUTEX_CLASS_NAMES = ("ActorCriticMutex", "ActorCriticFieldMutex", "ActorCriticClimbMutex")
 
