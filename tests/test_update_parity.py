@@ -175,12 +175,12 @@ class UpdateSpy:
             batch, _ = make_batch(
                 given["learner"], given["train_state"], given["transitions"], given["last_values"]
             )
-            self.seen = {"transitions": given["transitions"], "batch": batch, "metrics": out[0][3]}
+            self.seen = {"transitions": given["transitions"], "batch": batch, "metrics": out[0].metrics}
             return out
 
         def spied_cloning(learner, train_state, transitions):
             out = cloning(learner, train_state, transitions)
-            self.seen = {"transitions": transitions, "metrics": out[3]}
+            self.seen = {"transitions": transitions, "metrics": out.metrics}
             return out
 
         monkeypatch.setattr(update_rules, "ppo_update", spied_ppo)

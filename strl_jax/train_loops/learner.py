@@ -1,13 +1,14 @@
 """One jit-compiled learner iteration: rollout, returns and the whole update, no host round-trip.
 
-The learner holds a run's static pieces (env, policy model, optimiser, update rule, parts) and
-runs the iteration: a rollout from a source (`train_loops.rollout`: the envs, or a demonstration
-dataset), the parts' hooks before and after the update, the update rule (`train_loops.update_rules`:
-`PPOUpdate`, i.e. `train_loops.ppo_update` with the loss `agents.ppo.ppo_loss`, or
-`BehaviorCloningUpdate`, rsl_rl Distillation's truncated BPTT), the normalisers and the
-finiteness checks (`train_loops.finiteness`). It calls each part's hooks in order and never names
-one, and calls the rule's `update` without asking which rule it is. Which update and which parts
-an algorithm uses is `agents.algorithms.ALGORITHMS`; `train_loops.learner_builder` builds them.
+The learner is a run's static description (`train_loops.run_spec.RunSpec`: env, policy model,
+optimiser, update rule, parts) with the programs that run over it: a rollout from a source
+(`train_loops.rollout`: the envs, or a demonstration dataset), the parts' hooks before and after
+the update, the update rule (`train_loops.update_rules`: `PPOUpdate`, i.e.
+`train_loops.ppo_update` with the loss `agents.ppo.ppo_loss`, or `BehaviorCloningUpdate`, rsl_rl
+Distillation's truncated BPTT), the normalisers and the finiteness checks
+(`train_loops.finiteness`). It calls each part's hooks in order and never names one, and calls
+the rule's `update` without asking which rule it is. Which update and which parts an algorithm
+uses is `agents.algorithms.ALGORITHMS`; `train_loops.learner_builder` builds them.
 
 The runner executes `init` and `iteration` per device under `shard_map` (`train_loops.devices`):
 with `axis_name` set, `env` is the device's share of the envs and every reduction over envs
@@ -17,111 +18,31 @@ with `axis_name` set, `env` is the device's share of the envs and every reductio
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import chex
 import jax
 import jax.numpy as jnp
-import optax
 from flax import struct
 
-from strl_jax.agents.lr_schedulers import LrScheduler
-from strl_jax.agents.parts import InitContext, Part, UpdateContext
-from strl_jax.agents.ppo import (
-    POLICY,
-)
+from strl_jax.agents.parts import InitContext, UpdateContext
 from strl_jax.buffers.history import RolloutHistory, empty_history
-from strl_jax.buffers.rollout_dataset import (
-    DatasetArrays,
-    init_cursor,
-    pretrain_settings,
-)
+from strl_jax.buffers.rollout_dataset import DatasetArrays, init_cursor, pretrain_settings
 from strl_jax.buffers.transitions import Transition
-from strl_jax.collectives import global_env_ids, pmean, psum
-from strl_jax.configs.schema import TrainConfig
+from strl_jax.collectives import pmean, psum
 from strl_jax.envs.vec_env import VecEnv
-from strl_jax.networks.acting import Actor
-from strl_jax.networks.normalizer import InputNormalization, init_normalizer
-from strl_jax.networks.policy import PolicyModel
+from strl_jax.networks.normalizer import init_normalizer
 from strl_jax.train_loops.evaluation import deterministic_episodes
 from strl_jax.train_loops.finiteness import NEVER, check_name, finite
 from strl_jax.train_loops.ppo_update import raw_batch
 from strl_jax.train_loops.rollout import DatasetSource, EnvSource, RolloutSource, rollout
+from strl_jax.train_loops.run_spec import RunSpec, UpdateOutput
 from strl_jax.train_loops.state import RolloutState, TrainState
-from strl_jax.train_loops.update_rules import UpdateOutput, UpdateRule
 
 
 @struct.dataclass
-class Learner:
-    """Static description of a run: env, policy, optimiser, update and parts. Not a pytree of arrays."""
-
-    env: VecEnv = struct.field(pytree_node=False)
-    model: PolicyModel = struct.field(pytree_node=False)
-    actor: Actor = struct.field(pytree_node=False)
-    cfg: TrainConfig = struct.field(pytree_node=False)
-    optimizer: optax.GradientTransformation = struct.field(pytree_node=False)
-    update_rule: UpdateRule = struct.field(pytree_node=False)
-    parts: tuple[Part, ...] = struct.field(pytree_node=False, default=())
-    # The mesh axis the envs are sharded over (inside `shard_map`); `env` then holds this
-    # device's share of the envs. None: no collectives (one device, unit tests).
-    axis_name: str | None = struct.field(pytree_node=False, default=None)
-    # st_rl's `lr_scheduler_class_name`: stepped once per iteration, after the update (which may
-    # itself change the rate: the adaptive schedule), on the rate in the train state.
-    lr_scheduler: LrScheduler | None = struct.field(pytree_node=False, default=None)
-
-    @property
-    def normalization(self) -> InputNormalization:
-        """The run's one normalisation point (the actor's: acting and learning read alike)."""
-        return self.actor.normalization
-
-    @property
-    def masks_timeouts(self) -> bool:
-        """brax's `bootstrap_on_timeout=False`: time-out steps are masked out of GAE."""
-        return self.cfg.algorithm.timeout_bootstrap == "none"
-
-    def env_ids(self) -> jax.Array:
-        """Global indices of this device's environments."""
-        return global_env_ids(self.env.num_envs, self.axis_name)
-
-    def shard(self, env: VecEnv, axis_name: str | None) -> Learner:
-        """This learner for one device's share `env` of the envs, reducing over `axis_name`."""
-        return self.replace(env=env, axis_name=axis_name)
-
-    def policy_groups(self, obs: dict) -> dict:
-        """The observation groups the policy's normalisers and networks see (parts keep theirs)."""
-        owned = {g for p in self.parts for g in p.obs_groups}
-        return {k: v for k, v in obs.items() if k not in owned}
-
-    def update_context(self, steps: int) -> UpdateContext:
-        return UpdateContext(
-            axis_name=self.axis_name,
-            num_envs=self.env.num_envs,
-            env_ids=self.env_ids(),
-            recurrent=self.model.recurrent,
-            steps=steps,
-        )
-
-    # ---- trainable parameters ------------------------------------------------------------
-    def trainable(self, params: Any, parts: dict) -> dict:
-        """What the optimiser updates: `{"policy": ..., <part>: ...}` (one optimiser, one clip)."""
-        out = {POLICY: params}
-        for p in self.parts:
-            own = p.trainable(parts[p.name])
-            if own is not None:
-                out[p.name] = own
-        return out
-
-    def with_trainable(self, trainable: dict, parts: dict) -> tuple[Any, dict]:
-        """`(policy params, parts' train states)` with the optimised parameters put back."""
-        parts = dict(parts)
-        for p in self.parts:
-            if p.name in trainable:
-                parts[p.name] = p.with_trainable(parts[p.name], trainable[p.name])
-        return trainable[POLICY], parts
-
-    def init_optimizer(self, params: Any, parts: dict) -> Any:
-        """A fresh optimiser state for these parameters (also used to warm-start from a checkpoint)."""
-        return self.optimizer.init(self.trainable(params, parts))
+class Learner(RunSpec):
+    """The run's static description (`RunSpec`) and the compiled programs over it: `init`,
+    `iteration` (rollout, parts' hooks, update, normalisers, checks) and `evaluate`."""
 
     # ---- state -------------------------------------------------------------------------
     def init(self, key: jax.Array) -> tuple[TrainState, RolloutState]:
@@ -161,21 +82,7 @@ class Learner:
         # Donated buffers must be distinct: groups that share an array get their own copy.
         return jax.tree.map(jnp.copy, (train_state, rollout_state))
 
-    @property
-    def history_chunks(self) -> int:
-        """Rollouts in each update's batch (st_rl's `buffer_dilation_ratio`)."""
-        return int(self.cfg.algorithm.buffer_dilation_ratio)
-
-    def initial_learning_rate(self) -> jax.Array:
-        lr = jnp.asarray(self.cfg.algorithm.learning_rate, jnp.float32)
-        return lr if self.lr_scheduler is None else self.lr_scheduler.initial(lr)
-
     # ---- acting ------------------------------------------------------------------------
-    def critic_value(self, params, normalizers, obs, hidden):
-        """Value of raw observations, without advancing the hidden state."""
-        nobs = self.normalization.groups(normalizers, obs)
-        return self.model.value(params, nobs, hidden)
-
     def start_episodes(self, rollout_state: RolloutState) -> RolloutState:
         """Every env in its first state, after `init_pending` and `refresh_pool` (`VecEnv.start`)."""
         env_state, obs = self.env.start(rollout_state.env_state)
@@ -189,10 +96,6 @@ class Learner:
     def rollout(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
         """The env rollout with the current policy (`train_loops.rollout.rollout`)."""
         return rollout(self, train_state, rollout_state, key)
-
-    # ---- PPO update --------------------------------------------------------------------
-
-    # ---- behaviour-cloning update --------------------------------------------------------
 
     # ---- the iteration -----------------------------------------------------------------
     def iteration(self, train_state: TrainState, rollout_state: RolloutState):
@@ -213,11 +116,6 @@ class Learner:
         dataset settings' fixed `learning_rate` where one is set."""
         source = DatasetSource(self, dataset)
         return self.iterate(train_state, rollout_state, source, fixed_rate=self.pretrain_learning_rate)
-
-    @property
-    def pretrain_imitation(self) -> float:
-        """Weight of the pull of the action mean towards the dataset's actions while pretraining."""
-        return float(pretrain_settings(self.cfg.runner.pretrain_dataset)["imitation_loss_coef"])
 
     @property
     def pretrain_learning_rate(self) -> float | None:
@@ -266,8 +164,8 @@ class Learner:
         states = (train_state, new_train_state)
         scalars = iteration_scalars(self, states, update, transitions, sums, source_scalars)
         if fixed_rate is not None:
-            scalars["learning_rate"] = update[2]  # the fixed rate the steps took
-        checks = update[4] | parameter_checks(update[0], rule.optimizer_steps(self.cfg))
+            scalars["learning_rate"] = update.learning_rate  # the fixed rate the steps took
+        checks = update.checks | parameter_checks(update.trainable, rule.optimizer_steps(self.cfg))
         rollout_sums = {k: v for k, v in sums.items() if k != "parts"}
         metrics = {"rollout": rollout_sums, "scalars": scalars, "finite": checks}
         return new_train_state, rollout_state, metrics
@@ -292,12 +190,11 @@ class Learner:
         """The next train state: the update's parameters and optimiser, the normalisers (absorbing
         the rollout after the update, unless they did before it), the rate, the parts'
         `after_update`."""
-        trainable, opt_state, lr, _, _, train_parts = update
         normalizers = train_state.normalizers
         if self.normalization.absorbs("after"):
             # After the update, so the first ratio of the next update is exactly 1 (rsl_rl #225).
             normalizers = self.absorb(normalizers, transitions.obs)
-        params, train_parts = self.with_trainable(trainable, train_parts)
+        params, train_parts = self.with_trainable(update.trainable, update.parts)
         train_parts = {
             **train_parts,
             **{
@@ -307,9 +204,9 @@ class Learner:
         }
         return train_state.replace(
             params=params,
-            opt_state=opt_state,
+            opt_state=update.opt_state,
             normalizers=normalizers,
-            learning_rate=self.rate_after(lr, train_state, fixed_rate),
+            learning_rate=self.rate_after(update.learning_rate, train_state, fixed_rate),
             key=key,
             iteration=train_state.iteration + 1,
             parts=train_parts,
@@ -358,7 +255,7 @@ def iteration_scalars(
     """Means over the optimiser steps, the source's scalars, the parts' iteration metrics, the
     learning rate the update leaves and the action std; `states`: the train state before and after."""
     train_state, new_train_state = states
-    update_metrics = update[3]
+    update_metrics = update.metrics
     train_parts = new_train_state.parts
     num_samples = psum(jnp.asarray(transitions.rewards.size, jnp.float32), learner.axis_name)
     scalars = dict(jax.tree.map(jnp.mean, update_metrics)) | source_scalars

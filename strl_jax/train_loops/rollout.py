@@ -5,13 +5,13 @@ A rollout source is called as `source(train_state, rollout_state, key)` and retu
 bootstrap from, extra scalars)`. `EnvSource` steps the vmapped envs with the current policy
 (`rollout`, one `rollout_step` per env step, time-outs bootstrapped from `timeout_values`);
 `DatasetSource` replays demonstration trajectories instead (st_rl's TwoStageRunner pretraining).
-Both run inside the learner's compiled iteration; `learner` is the static `Learner` they serve.
+Both run inside the learner's compiled iteration; `learner` is the static `RunSpec` they serve.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -26,10 +26,8 @@ from strl_jax.collectives import env_keys, pmean, psum
 from strl_jax.masked_rows import reserved_rows, where_rows
 from strl_jax.networks.gaussian import gaussian_log_prob
 from strl_jax.networks.policy import reset_hidden_groups
+from strl_jax.train_loops.run_spec import RunSpec
 from strl_jax.train_loops.state import RolloutState, TrainState
-
-if TYPE_CHECKING:
-    from strl_jax.train_loops.learner import Learner
 
 # `(rollout state', transitions, sums, (obs, memory) to bootstrap from, extra scalars)`
 RolloutOutput = tuple[RolloutState, Transition, dict, tuple[dict, Any], dict]
@@ -47,7 +45,7 @@ class RolloutSource(Protocol):
 class EnvSource:
     """The envs, stepped with the current policy."""
 
-    learner: Learner = struct.field(pytree_node=False)
+    learner: RunSpec = struct.field(pytree_node=False)
 
     def __call__(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array) -> RolloutOutput:
         return env_rollout(self.learner, train_state, rollout_state, key)
@@ -57,7 +55,7 @@ class EnvSource:
 class DatasetSource:
     """Demonstration trajectories replayed as rollouts; the envs do not move."""
 
-    learner: Learner = struct.field(pytree_node=False)
+    learner: RunSpec = struct.field(pytree_node=False)
     dataset: DatasetArrays
 
     def __call__(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array) -> RolloutOutput:
@@ -71,7 +69,7 @@ def timeout_rows(num_envs: int, episode_length: int) -> int:
 
 
 def timeout_values(
-    learner: Learner, params, normalizers, final_obs, hidden, truncated: jax.Array
+    learner: RunSpec, params, normalizers, final_obs, hidden, truncated: jax.Array
 ) -> jax.Array:
     """V(final observation) of the envs whose episode was truncated this step, 0 elsewhere.
 
@@ -90,7 +88,7 @@ def timeout_values(
     )
 
 
-def step_keys(learner: Learner, keys: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+def step_keys(learner: RunSpec, keys: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
     """`(sampling keys [N], {part: [k, N] keys})`: per-env keys split for the parts that draw,
     and under `POLICY` for the policy's own draws (estimator replacement masks)."""
     wanted = [(p.name, p.step_keys) for p in learner.parts if p.step_keys]
@@ -106,7 +104,7 @@ def step_keys(learner: Learner, keys: jax.Array) -> tuple[jax.Array, dict[str, j
     return split[0], out
 
 
-def rollout_step(learner: Learner, train_state: TrainState, rs: RolloutState, step_key: jax.Array):
+def rollout_step(learner: RunSpec, train_state: TrainState, rs: RolloutState, step_key: jax.Array):
     """One vmapped env step: `(rollout state', transition, step sums)`."""
     cfg = learner.cfg
     params, normalizers = train_state.params, train_state.normalizers
@@ -165,7 +163,7 @@ def rollout_step(learner: Learner, train_state: TrainState, rs: RolloutState, st
 
 
 def timeout_bootstrap_values(
-    learner: Learner, train_state: TrainState, res: Any, hidden: Any, values: jax.Array
+    learner: RunSpec, train_state: TrainState, res: Any, hidden: Any, values: jax.Array
 ):
     """What a time-out step's reward is bootstrapped with (`algorithm.timeout_bootstrap`)."""
     how = learner.cfg.algorithm.timeout_bootstrap
@@ -179,7 +177,7 @@ def timeout_bootstrap_values(
 
 
 def parts_on_step(
-    learner: Learner,
+    learner: RunSpec,
     train_state: TrainState,
     rs: RolloutState,
     ctx: StepContext,
@@ -243,7 +241,7 @@ def episode_sums(
     }
 
 
-def rollout(learner: Learner, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
+def rollout(learner: RunSpec, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
     """`num_steps_per_env` vmapped env steps with the current policy, as a `lax.scan`.
 
     Returns `(rollout state', transitions [T, N], sums over steps and devices)`; the parts
@@ -265,14 +263,14 @@ def rollout(learner: Learner, train_state: TrainState, rollout_state: RolloutSta
     return rollout_state, transitions.replace(initial_hidden=initial_hidden), sums
 
 
-def env_rollout(learner: Learner, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
+def env_rollout(learner: RunSpec, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
     """`rollout`, and what the last values bootstrap from: the env's observation and memory."""
     rollout_state, transitions, sums = rollout(learner, train_state, rollout_state, key)
     return rollout_state, transitions, sums, (rollout_state.obs, rollout_state.hidden), {}
 
 
 def dataset_rollout(
-    learner: Learner,
+    learner: RunSpec,
     dataset: DatasetArrays,
     train_state: TrainState,
     rollout_state: RolloutState,
