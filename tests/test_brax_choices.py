@@ -23,7 +23,7 @@ from strl_jax.buffers.transitions import Transition
 from strl_jax.configs import ConfigError, resolve_config
 from strl_jax.envs import make_env_from_config
 from strl_jax.networks.gaussian import gaussian_kl, gaussian_log_prob
-from strl_jax.train_loops.learner_builder import make_learner
+from strl_jax.runners.learner_builder import make_learner
 from strl_jax.train_loops.ppo_update import loss_settings, make_batch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))

@@ -88,9 +88,14 @@ LAYERS = (
     ("configs",),
     # a finished run's policy, rebuilt from its stored config and checkpoint
     ("inference",),
-    # training (a teacher is a finished run's policy); mutex policies switching finished runs;
-    # dataset writing sessions (their stop rules and metadata.json)
+    # what runs inside the compiled iteration (rollout, updates, evaluation episodes); mutex
+    # policies switching finished runs; dataset writing sessions (their stop rules and metadata.json)
     ("train_loops", "mutex_from_runs", "dataset_sessions"),
+    # what a run leaves behind: metrics rows, TensorBoard / W&B / Neptune writers, the code state
+    ("records",),
+    # the host loop: programs, devices, start and resume, populations, stages (a teacher is a
+    # finished run's policy)
+    ("runners",),
     # commands: python -m strl_jax.<name>
     ("train", "play", "collect", "export", "plot"),
     # commands built on other commands (dagger collects, deploy exports)

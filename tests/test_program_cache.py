@@ -10,7 +10,7 @@ from conftest import memory_mappings
 from tiny_config import tiny
 
 from strl_jax.configs import resolve_config
-from strl_jax.train_loops import programs as program_cache
+from strl_jax.runners import programs as program_cache
 
 
 def test_least_recently_used_config_is_dropped(monkeypatch):

@@ -28,9 +28,9 @@ from strl_jax.envs.playground_components import component_layout, component_slic
 from strl_jax.networks.acting import make_actor
 from strl_jax.networks.normalizer import InputNormalization, NormalizerState
 from strl_jax.networks.policy import make_policy_model
+from strl_jax.runners.runner import train
 from strl_jax.train_loops.learner import Learner
 from strl_jax.train_loops.ppo_update import loss_settings, minibatch_step
-from strl_jax.train_loops.runner import train
 from strl_jax.train_loops.update_rules import PPOUpdate
 
 TOL = dict(rtol=1e-5, atol=1e-5)

@@ -35,10 +35,10 @@ from strl_jax.collect import main as collect_main
 from strl_jax.configs.loader import resolve_config
 from strl_jax.errors import ConfigError
 from strl_jax.inference import load_policy
+from strl_jax.runners.runner import build_programs, train
+from strl_jax.runners.stages import pretrain_dataset
 from strl_jax.train import main
 from strl_jax.train_loops.ppo_update import loss_settings
-from strl_jax.train_loops.runner import build_programs, train
-from strl_jax.train_loops.stages import pretrain_dataset
 
 LENGTHS = [3, 5, 4, 6, 3, 7]
 TIME_FIELDS = ("wall_time", "iteration_time", "fps")

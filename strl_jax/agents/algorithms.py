@@ -1,7 +1,7 @@
 """The table of algorithms: each st_rl / rsl_rl algorithm name is an update rule and its parts.
 
 Config validation, the device-split checks, the env's extra observation groups and the learner
-the runner builds all derive from these tables (`train_loops.learner_builder` builds each row's
+the runner builds all derive from these tables (`runners.learner_builder` builds each row's
 part). A new algorithm is a new row of `ALGORITHMS`; a new part is its module (the part, its typed
 settings and its builder) and its row of `PARTS`: a part rsl_rl and st_rl have no option for takes
 its settings from `algorithm.parts.<name>`, with no edit of the config schema.

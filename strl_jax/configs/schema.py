@@ -282,7 +282,7 @@ class RunnerConfig:
     # where a NaN first appears); the cheap per-iteration finiteness check is always on.
     debug: bool = False
     # a run whose KL, value loss or action std runs orders of magnitude past what the config asks
-    # for (strl_jax.train_loops.divergence) is warned about once; true also stops it (exit 3, a
+    # for (strl_jax.runners.divergence) is warned about once; true also stops it (exit 3, a
     # population member stops alone), e.g. for sweeps
     stop_on_divergence: bool = False
     # legged_gym/st_rl: the first episode of every env starts at a random step in
@@ -303,7 +303,7 @@ class RunnerConfig:
     ckpt_manipulator: str = ""
     ckpt_manipulator_kwargs: dict = field(default_factory=dict)  # extra keyword arguments for it
     # independent runs trained together in one compiled program (seeds seed, seed + 1, ...), times
-    # the grid of `sweep` values (`strl_jax.train_loops.population`)
+    # the grid of `sweep` values (`strl_jax.runners.population`)
     num_seeds: int = 1
     # st_rl's TwoStageRunner: the first `pretrain_iterations` iterations learn from the transitions
     # of a demonstration dataset (`pretrain_dataset`: data_dir, dataset_loops,

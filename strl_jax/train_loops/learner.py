@@ -8,9 +8,9 @@ the update, the update rule (`train_loops.update_rules`: `PPOUpdate`, i.e.
 Distillation's truncated BPTT), the normalisers and the finiteness checks
 (`train_loops.finiteness`). It calls each part's hooks in order and never names one, and calls
 the rule's `update` without asking which rule it is. Which update and which parts an algorithm
-uses is `agents.algorithms.ALGORITHMS`; `train_loops.learner_builder` builds them.
+uses is `agents.algorithms.ALGORITHMS`; `runners.learner_builder` builds them.
 
-The runner executes `init` and `iteration` per device under `shard_map` (`train_loops.devices`):
+The runner executes `init` and `iteration` per device under `shard_map` (`runners.devices`):
 with `axis_name` set, `env` is the device's share of the envs and every reduction over envs
 (advantage statistics, gradients, KL, normalisers, episode sums) spans all devices.
 """

@@ -19,8 +19,8 @@ from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.vec_env import VecEnv
 from strl_jax.networks.acting import make_actor
 from strl_jax.networks.policy import PolicyModel, make_policy_model
+from strl_jax.runners.teachers import load_teacher
 from strl_jax.train_loops.learner import Learner
-from strl_jax.train_loops.teachers import load_teacher
 from strl_jax.train_loops.update_rules import BehaviorCloningUpdate, PPOUpdate
 
 

@@ -6,7 +6,7 @@ and the iteration. So a run stopped and resumed writes the same numbers as one t
 stopped.
 
 A plain run is a population of one: one loop advances every member of the run
-(`train_loops.members`), started by `train_loops.run_start` from `train_loops.programs`.
+(`runners.members`), started by `runners.run_start` from `runners.programs`.
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.entry_points import entry_point_of, register_env, registered, task_dir_name
 from strl_jax.envs.tasks import with_episode_length
 from strl_jax.errors import DivergenceError, DivergenceWarning, NonFiniteError
-from strl_jax.train_loops.devices import any_process, is_primary, local_copy
-from strl_jax.train_loops.divergence import diverged, divergence_message
-from strl_jax.train_loops.finiteness import first_non_finite
-from strl_jax.train_loops.learner import metric_sections
-from strl_jax.train_loops.member_logging import log_iteration, printing
-from strl_jax.train_loops.members import (
+from strl_jax.records.metric_rows import printing, steps_per_iteration
+from strl_jax.records.run_logger import population_summary
+from strl_jax.runners.devices import any_process, is_primary, local_copy
+from strl_jax.runners.divergence import diverged, divergence_message
+from strl_jax.runners.member_logging import log_iteration
+from strl_jax.runners.members import (
     Member,
     Roster,
     any_running,
@@ -45,10 +45,9 @@ from strl_jax.train_loops.members import (
     run_keys,
     save_members,
     start_members,
-    steps_per_iteration,
 )
-from strl_jax.train_loops.population import DIVERGED, POPULATION_FILE, PRUNED, RUNNING, write_population_file
-from strl_jax.train_loops.programs import (
+from strl_jax.runners.population import DIVERGED, POPULATION_FILE, PRUNED, RUNNING, write_population_file
+from strl_jax.runners.programs import (
     Programs,
     build_programs,
     enable_compilation_cache,
@@ -56,9 +55,10 @@ from strl_jax.train_loops.programs import (
     release_programs,
     training_env,
 )
-from strl_jax.train_loops.run_logger import population_summary
-from strl_jax.train_loops.run_start import initial_state
-from strl_jax.train_loops.stages import advance_stage, pretrain_dataset, pretraining
+from strl_jax.runners.run_start import initial_state
+from strl_jax.runners.stages import advance_stage, pretrain_dataset, pretraining
+from strl_jax.train_loops.finiteness import first_non_finite
+from strl_jax.train_loops.learner import metric_sections
 
 __all__ = [
     "Programs",
@@ -194,7 +194,7 @@ def train(
     iterations from wherever the run starts (rsl_rl's `learn(num_learning_iterations)`).
 
     With `runner.num_seeds > 1` or a `sweep`, every member of the population trains in one
-    program (`train_loops.population`); `log_dir` then holds a run folder per member and
+    program (`runners.population`); `log_dir` then holds a run folder per member and
     `TrainResult.members` their results.
 
     `trial` is st_rl's hyperparameter-search hook (an Optuna trial, or anything with `report(value,
@@ -236,7 +236,7 @@ def start_run(
     trial_metric: str,
 ) -> tuple[Loop, Any, Any]:
     """The programs, every member's folder, checkpoints and logger, and the states the loop
-    starts from (`train_loops.run_start`)."""
+    starts from (`runners.run_start`)."""
     programs = build_programs(cfg)
     run = roster(cfg)
     trials = member_trials(trial, len(run.configs))
@@ -384,7 +384,7 @@ def last_good_state(saved: int | None, log_dir: Path) -> str:
 
 
 def watch_divergence(loop: Loop, metrics: dict, iteration: int) -> bool:
-    """Warn, once per run, about a member whose finite numbers ran away (`train_loops.divergence`);
+    """Warn, once per run, about a member whose finite numbers ran away (`runners.divergence`);
     with `runner.stop_on_divergence` a plain run stops before this iteration is logged or saved,
     a population member stops alone. True if a member's status changed."""
     runner = loop.cfg.runner
