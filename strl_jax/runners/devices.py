@@ -26,6 +26,7 @@ from strl_jax.collectives import ENV_AXIS
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.errors import ConfigError, NonFiniteError
 from strl_jax.networks.policy_classes import policy_class
+from strl_jax.train_loops.learner import Learner
 
 REPLICATED = PartitionSpec()
 
@@ -163,11 +164,13 @@ def shard_programs(axis: MemberAxis, template: Any, cfg: TrainConfig, mesh: Mesh
     train_abs, rollout_abs = jax.eval_shape(template.init, jax.random.PRNGKey(0))
     rollout_spec = axis.specs(rollout_specs(rollout_abs))
 
-    def per_member(method: str, in_axes: Any = 0) -> Callable:
-        def each(values: dict, *args: Any) -> Any:
-            return getattr(axis(values).shard(local_env, ENV_AXIS), method)(*args)
+    def per_member(program: Callable, in_axes: Any = 0) -> Callable:
+        """`program(learner, *args)` of every member, each with its own learner on this device's envs."""
 
-        each.__name__ = each.__qualname__ = method  # names the compiled program (profiles)
+        def each(values: dict, *args: Any) -> Any:
+            return program(axis(values).shard(local_env, ENV_AXIS), *args)
+
+        each.__name__ = each.__qualname__ = program.__name__  # names the compiled program (profiles)
         return axis.lift(each, in_axes)
 
     def sharded(fn, in_specs, out_specs):
@@ -183,10 +186,10 @@ def shard_programs(axis: MemberAxis, template: Any, cfg: TrainConfig, mesh: Mesh
         sharded(axis.lift(local_template.start_episodes), (rollout_spec,), rollout_spec), donate_argnums=0
     )
     init_fn = jax.jit(
-        sharded(per_member("init_pending"), (REPLICATED, REPLICATED), (REPLICATED, rollout_spec))
+        sharded(per_member(Learner.init_pending), (REPLICATED, REPLICATED), (REPLICATED, rollout_spec))
     )
     out_specs = (REPLICATED, rollout_spec, REPLICATED)
-    iteration = sharded(per_member("iteration"), (REPLICATED, REPLICATED, rollout_spec), out_specs)
+    iteration = sharded(per_member(Learner.iteration), (REPLICATED, REPLICATED, rollout_spec), out_specs)
     if cfg.runner.debug:
         iteration = checked_iteration(iteration, donate_argnums=(1, 2))
     else:
@@ -194,7 +197,7 @@ def shard_programs(axis: MemberAxis, template: Any, cfg: TrainConfig, mesh: Mesh
     pretrain = None
     if cfg.runner.pretrain_iterations > 0:  # the dataset arrays: replicated, not donated
         in_specs = (REPLICATED, REPLICATED, rollout_spec, REPLICATED)
-        program = sharded(per_member("pretrain_iteration", (0, 0, 0, None)), in_specs, out_specs)
+        program = sharded(per_member(Learner.pretrain_iteration, (0, 0, 0, None)), in_specs, out_specs)
         pretrain = WithValues(jax.jit(program, donate_argnums=(1, 2)), values)
     return ShardedPrograms(
         mesh=mesh,
