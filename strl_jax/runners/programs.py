@@ -18,7 +18,7 @@ import jax
 
 from strl_jax.agents.algorithms import algorithm_spec, env_groups
 from strl_jax.configs.loader import config_to_dict
-from strl_jax.configs.schema import TrainConfig
+from strl_jax.configs.schema import RunnerConfig, TrainConfig
 from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.envs.vec_env import VecEnv, release_single_env_programs
 from strl_jax.runners.devices import (
@@ -40,24 +40,10 @@ from strl_jax.runners.population import (
 )
 from strl_jax.train_loops.learner import Learner
 
-# Config fields only the host loop reads: runs that differ only in these share compiled programs
-# (and the learner's copy of the config). A field the jitted code starts to read must leave this list.
-HOST_ONLY_RUNNER_FIELDS = (
-    "max_iterations",
-    "log_interval",
-    "print_interval",
-    "eval_interval",
-    "save_interval",
-    "max_checkpoints_to_keep",
-    "experiment_name",
-    "log_dir",
-    "compile_cache",
-    "logger",
-    "wandb_project",
-    "neptune_project",
-    "git_status_repos",
-    "ckpt_manipulator",
-    "ckpt_manipulator_kwargs",
+# Runner fields only the host loop reads (the schema marks them `host_only`): runs that differ only
+# in these share compiled programs (and the learner's copy of the config).
+HOST_ONLY_RUNNER_FIELDS = tuple(
+    f.name for f in dataclasses.fields(RunnerConfig) if f.metadata.get("host_only")
 )
 
 
