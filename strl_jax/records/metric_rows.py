@@ -26,15 +26,15 @@ def row_from_metrics(
     window: dict,
     wall: float,
     dt: float,
-    pretrained: int = 0,
+    dataset_iterations: int = 0,
 ) -> dict[str, Any]:
     """Turn one iteration's device metrics (already on host) into a metrics.jsonl row: the
     episode statistics of the logging window, then every scalar the learner reports.
-    `pretrained` iterations learned from a dataset: they took no env steps."""
+    `dataset_iterations` learned from a replayed dataset: they took no env steps."""
     episodes = window["episodes"]
     row: dict[str, Any] = {
         "iteration": iteration,
-        "env_steps": (iteration - pretrained) * steps_per_iteration(cfg),
+        "env_steps": (iteration - dataset_iterations) * steps_per_iteration(cfg),
         "wall_time": round(wall, 4),
         "iteration_time": round(dt, 4),
         "fps": steps_per_iteration(cfg) / dt if dt > 0 else 0.0,

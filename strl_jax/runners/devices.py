@@ -90,8 +90,9 @@ class ShardedPrograms:
     iteration: Any
     train_sharding: Any  # pytree of NamedSharding like the TrainState
     rollout_sharding: Any  # pytree of NamedSharding like the RolloutState
-    # `(train_state, rollout_state, dataset arrays)`: an iteration on demonstration data, or None
-    pretrain: Any = None
+    # `(train_state, rollout_state, source)`: the donating iteration on another rollout source
+    # (`train_loops.rollout.RolloutSource`, e.g. a replayed dataset), compiled when first called
+    on_source: Any = None
     # the donating `rollout_state -> rollout_state` that draws the env's initial-state pool before
     # each env iteration (`VecEnv.refresh_pool`), or None when the env resets in its step
     refresh: Any = None
@@ -156,9 +157,10 @@ class WithValues:
 
 
 def shard_programs(axis: MemberAxis, template: Any, cfg: TrainConfig, mesh: Mesh) -> ShardedPrograms:
-    """`init(key)` (a population: `keys [M]`), the donating `iteration`, the pool refresh and,
-    with pretraining, `pretrain`, of every member of `axis` at once over `mesh`: each device steps
-    its share of every member's envs. `template` is member 0's learner, built for all the envs."""
+    """`init(key)` (a population: `keys [M]`), the donating `iteration`, the pool refresh and the
+    iteration on another rollout source, `on_source`, of every member of `axis` at once over
+    `mesh`: each device steps its share of every member's envs. `template` is member 0's learner,
+    built for all the envs."""
     local_env = template.env.replace(num_envs=check_env_split(cfg, mesh))
     local_template = template.shard(local_env, ENV_AXIS)
     train_abs, rollout_abs = jax.eval_shape(template.init, jax.random.PRNGKey(0))
@@ -194,16 +196,14 @@ def shard_programs(axis: MemberAxis, template: Any, cfg: TrainConfig, mesh: Mesh
         iteration = checked_iteration(iteration, donate_argnums=(1, 2))
     else:
         iteration = jax.jit(iteration, donate_argnums=(1, 2))
-    pretrain = None
-    if cfg.runner.pretrain_iterations > 0:  # the dataset arrays: replicated, not donated
-        in_specs = (REPLICATED, REPLICATED, rollout_spec, REPLICATED)
-        program = sharded(per_member(Learner.pretrain_iteration, (0, 0, 0, None)), in_specs, out_specs)
-        pretrain = WithValues(jax.jit(program, donate_argnums=(1, 2)), values)
+    # the source's arrays (a dataset's): replicated, shared by the members, not donated
+    in_specs = (REPLICATED, REPLICATED, rollout_spec, REPLICATED)
+    on_source = sharded(per_member(Learner.iterate, (0, 0, 0, None)), in_specs, out_specs)
     return ShardedPrograms(
         mesh=mesh,
         init=staged_init(WithValues(init_fn, values), refresh, start),
         iteration=WithValues(iteration, values),
-        pretrain=pretrain,
+        on_source=WithValues(jax.jit(on_source, donate_argnums=(1, 2)), values),
         refresh=refresh,
         train_sharding=jax.tree.map(lambda _: named(REPLICATED), train_abs),
         rollout_sharding=jax.tree.map(named, rollout_spec, is_leaf=lambda x: isinstance(x, PartitionSpec)),

@@ -14,6 +14,7 @@ from strl_jax.records.metric_rows import accumulate, empty_window, printing, row
 from strl_jax.runners.devices import is_primary, local_copy
 from strl_jax.runners.members import Member, run_keys
 from strl_jax.runners.population import DIVERGED, PRUNED, RUNNING
+from strl_jax.runners.stages import dataset_iterations, stage_row
 from strl_jax.train_loops.evaluation import LOCOMOTION_METRICS
 from strl_jax.train_loops.finiteness import first_non_finite
 
@@ -102,10 +103,9 @@ def write_row(
     """Write (and print, on printing iterations) the member's row of its window, which starts anew."""
     wall = clock["offset"] + now - clock["start"]
     row = row_from_metrics(
-        iteration, member.cfg, metrics, member.window, wall, now - clock["last"], stage["pretrained"]
+        iteration, member.cfg, metrics, member.window, wall, now - clock["last"], dataset_iterations(stage)
     )
-    if "dataset_used_up" in metrics["scalars"]:
-        row["pretraining"] = 1.0
+    row |= stage_row(metrics)
     if evals is not None:
         row.update(evals)
         row["wall_time"] = round(clock["offset"] + time.time() - clock["start"], 4)

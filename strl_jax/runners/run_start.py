@@ -38,8 +38,8 @@ def initial_state(
     load: str | Path | None,
 ) -> tuple[Any, Any, dict[str, Any]]:
     """`(train_state, rollout_state, run meta)` to start the loop from: the meta holds the elapsed
-    seconds (`wall_time`) and the pretraining `stage`; each member's logging window is set from
-    its checkpoint."""
+    seconds (`wall_time`) and the two-stage `stage` (`runners.stages`); each member's logging
+    window is set from its checkpoint."""
     if resume:
         states, meta = restore_members(programs, members, checkpoint)
         meta = {"wall_time": float(meta["wall_time"]), "stage": meta.get("stage", fresh_stage())}

@@ -56,7 +56,7 @@ from strl_jax.runners.programs import (
     training_env,
 )
 from strl_jax.runners.run_start import initial_state
-from strl_jax.runners.stages import advance_stage, pretrain_dataset, pretraining
+from strl_jax.runners.stages import STAGE_SECTIONS, advance_stage, stage_programs
 from strl_jax.train_loops.finiteness import first_non_finite
 from strl_jax.train_loops.learner import metric_sections
 
@@ -256,7 +256,7 @@ def start_run(
         for member in members:
             member.cfg = with_max_iterations(member.cfg, start_iteration + more_iterations)
     resumed_at = start_iteration if resume else None
-    sections = metric_sections(programs.learner)
+    sections = metric_sections(programs.learner) | STAGE_SECTIONS
     start_members(cfg, run, members, log_dir, sections, resumed_at, start_iteration, verbose)
     loop = Loop(
         cfg=cfg,
@@ -280,18 +280,14 @@ def run_loop(loop: Loop, train_state: Any, rollout_state: Any) -> tuple[Any, Any
     every checkpoint in flight is waited for and the loggers closed however it ends."""
     runner, programs = loop.cfg.runner, loop.programs
     iteration = loop.start_iteration
-    dataset = pretrain_dataset(loop.cfg, programs) if pretraining(runner, loop.stage, iteration) else None
+    next_iteration = stage_programs(loop.cfg, programs, loop.stage, iteration)
     if loop.verbose and iteration >= runner.max_iterations:
         print(f"run is at iteration {iteration} >= runner.max_iterations={runner.max_iterations}")
     try:
         while (
             iteration < runner.max_iterations and loop.stop.signal_name is None and any_running(loop.members)
         ):
-            if pretraining(runner, loop.stage, iteration):
-                states = programs.sharded.pretrain(train_state, rollout_state, dataset)
-            else:
-                states = programs.env_iteration(train_state, rollout_state)
-            train_state, rollout_state, metrics = states
+            train_state, rollout_state, metrics = next_iteration(iteration, train_state, rollout_state)
             iteration += 1
             after_iteration(loop, train_state, jax.device_get(local_copy(metrics)), iteration)
             if saving(loop, iteration):

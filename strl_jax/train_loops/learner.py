@@ -2,13 +2,13 @@
 
 The learner is a run's static description (`train_loops.run_spec.RunSpec`: env, policy model,
 optimiser, update rule, parts) with the programs that run over it: a rollout from a source
-(`train_loops.rollout`: the envs, or a demonstration dataset), the parts' hooks before and after
-the update, the update rule (`train_loops.update_rules`: `PPOUpdate`, i.e.
-`train_loops.ppo_update` with the loss `agents.ppo.ppo_loss`, or `BehaviorCloningUpdate`, rsl_rl
-Distillation's truncated BPTT), the normalisers and the finiteness checks
-(`train_loops.finiteness`). It calls each part's hooks in order and never names one, and calls
-the rule's `update` without asking which rule it is. Which update and which parts an algorithm
-uses is `agents.algorithms.ALGORITHMS`; `runners.learner_builder` builds them.
+(`train_loops.rollout`: the envs, or `train_loops.dataset_rollout`: a demonstration dataset),
+the parts' hooks before and after the update, the update rule (`train_loops.update_rules`:
+`PPOUpdate`, i.e. `train_loops.ppo_update` with the loss `agents.ppo.ppo_loss`, or
+`BehaviorCloningUpdate`, rsl_rl Distillation's truncated BPTT), the normalisers and the
+finiteness checks (`train_loops.finiteness`). It calls each part's hooks in order and never names
+one, and calls the rule's `update` without asking which rule it is. Which update and which parts
+an algorithm uses is `agents.algorithms.ALGORITHMS`; `runners.learner_builder` builds them.
 
 The runner executes `init` and `iteration` per device under `shard_map` (`runners.devices`):
 with `axis_name` set, `env` is the device's share of the envs and every reduction over envs
@@ -26,7 +26,6 @@ from flax import struct
 
 from strl_jax.agents.parts import InitContext, UpdateContext
 from strl_jax.buffers.history import RolloutHistory, empty_history
-from strl_jax.buffers.rollout_dataset import DatasetArrays, init_cursor, pretrain_settings
 from strl_jax.buffers.transitions import Transition
 from strl_jax.collectives import pmean, psum
 from strl_jax.envs.vec_env import VecEnv
@@ -34,7 +33,7 @@ from strl_jax.networks.normalizer import init_normalizer
 from strl_jax.train_loops.evaluation import deterministic_episodes
 from strl_jax.train_loops.finiteness import NEVER, check_name, finite
 from strl_jax.train_loops.ppo_update import raw_batch
-from strl_jax.train_loops.rollout import DatasetSource, EnvSource, RolloutSource, rollout
+from strl_jax.train_loops.rollout import EnvSource, RolloutSource, rollout
 from strl_jax.train_loops.run_spec import RunSpec, UpdateOutput
 from strl_jax.train_loops.state import RolloutState, TrainState
 
@@ -63,7 +62,9 @@ class Learner(RunSpec):
         )
         train_parts, rollout_parts = {}, {}
         for p in self.parts:
-            key, part_key = jax.random.split(key)
+            part_key = None
+            if p.draws_at_init:
+                key, part_key = jax.random.split(key)
             train_parts[p.name], rollout_parts[p.name] = p.init(part_key, ctx)
         train_state = TrainState(
             params=params,
@@ -77,8 +78,6 @@ class Learner(RunSpec):
         rollout_state = pending_rollout_state(self, env_key, env_ids[0], rollout_parts)
         if self.history_chunks > 1:
             rollout_state = rollout_state.replace(history=zero_history(self, train_state, rollout_state))
-        if self.cfg.runner.pretrain_iterations > 0:
-            rollout_state = rollout_state.replace(dataset=init_cursor(env_ids))
         # Donated buffers must be distinct: groups that share an array get their own copy.
         return jax.tree.map(jnp.copy, (train_state, rollout_state))
 
@@ -99,45 +98,25 @@ class Learner(RunSpec):
 
     # ---- the iteration -----------------------------------------------------------------
     def iteration(self, train_state: TrainState, rollout_state: RolloutState):
-        """Advance the whole system by one iteration; returns new states and metrics.
+        """Advance the whole system by one iteration in the envs; returns new states and metrics.
 
         metrics: `rollout` (episode sums for the host's logging window), `scalars` (everything
         logged as is) and `finite`: per checked quantity (loss terms and gradients of every
         optimiser step, the parameters after the update), the first optimiser step at which it
         was not finite, `NEVER` if it stayed finite; the host stops the run on any failure.
         """
-        return self.iterate(train_state, rollout_state, EnvSource(self))
+        return self.iterate(train_state, rollout_state, EnvSource())
 
-    def pretrain_iteration(
-        self, train_state: TrainState, rollout_state: RolloutState, dataset: DatasetArrays
-    ):
-        """An iteration whose rollout replays demonstration trajectories instead of stepping the
-        env (st_rl's TwoStageRunner pretraining); the envs do not move. Its steps take the
-        dataset settings' fixed `learning_rate` where one is set."""
-        source = DatasetSource(self, dataset)
-        return self.iterate(train_state, rollout_state, source, fixed_rate=self.pretrain_learning_rate)
-
-    @property
-    def pretrain_learning_rate(self) -> float | None:
-        """The fixed rate of the pretraining steps, or None for the algorithm's schedule: the
-        adaptive rule reads the imitation pull as a too-large step and shrinks the rate to its floor."""
-        return pretrain_settings(self.cfg.runner.pretrain_dataset)["learning_rate"]
-
-    def iterate(
-        self,
-        train_state: TrainState,
-        rollout_state: RolloutState,
-        source: RolloutSource,
-        fixed_rate: float | None = None,
-    ):
-        """One iteration with the rollout `source` (`train_loops.rollout`): `(train state',
-        rollout state', metrics)`. `fixed_rate` (static): every optimiser step takes this rate,
-        the adaptive rule and the scheduler do not run, and the train state keeps its rate, so
-        the iterations after this one go on from where the schedule was."""
-        rule = self.update_rule
+    def iterate(self, train_state: TrainState, rollout_state: RolloutState, source: RolloutSource):
+        """One iteration with the rollout `source` (`train_loops.rollout`: the envs, or
+        `train_loops.dataset_rollout`'s replayed dataset): `(train state', rollout state',
+        metrics)`. A source's `fixed_rate` (static): every optimiser step takes this rate, the
+        adaptive rule and the scheduler do not run, and the train state keeps its rate, so the
+        iterations after this one go on from where the schedule was."""
+        rule, fixed_rate = self.update_rule, source.fixed_rate
         key, rollout_key, update_key = self.iteration_keys(train_state.key)
         rollout_state, transitions, sums, bootstrap, source_scalars = source(
-            train_state, rollout_state, rollout_key
+            self, train_state, rollout_state, rollout_key
         )
         steps = self.cfg.runner.num_steps_per_env
         chex.assert_shape(transitions.rewards, (steps, self.env.num_envs))
@@ -287,10 +266,6 @@ def metric_sections(learner: Learner) -> dict[str, str]:
         "kl": "Loss",
         "learning_rate": "Loss",
         "mean_noise_std": "Policy",
-        "dataset_used_up": "Perf",  # pretraining on a dataset (st_rl's Perf/dataset_*)
-        "dataset_passes": "Perf",
-        "pretraining": "Perf",
-        "imitation": "Loss",
     }
     for p in learner.parts:
         sections |= p.sections

@@ -49,7 +49,6 @@ def loss_settings(learner: RunSpec) -> PPOLossSettings:
         alg=learner.cfg.algorithm,
         ppo_terms=learner.update_rule.ppo_terms,
         gae_horizon=learner.cfg.algorithm.gae_horizon or learner.cfg.runner.num_steps_per_env,
-        imitation_coef=learner.pretrain_imitation if learner.cfg.runner.pretrain_iterations > 0 else 0.0,
         normalization=learner.normalization,
         axis_name=learner.axis_name,
     )
@@ -57,7 +56,7 @@ def loss_settings(learner: RunSpec) -> PPOLossSettings:
 
 def minibatch_step(learner: RunSpec, carry, inputs: MinibatchInputs, adapt: bool = True):
     """Adaptive lr from the KL to the acting policy, then one clipped optimiser step.
-    `adapt=False`: the step takes the carried rate as it is (a fixed rate, pretraining's).
+    `adapt=False`: the step takes the carried rate as it is (a fixed rate, a replayed dataset's).
 
     Gradients, KL and loss terms are averaged over devices (equal shares of the minibatch),
     so every device takes the same step and the params stay replicated.

@@ -1,11 +1,11 @@
 """The rollout: what one iteration learns from, behind a small source interface.
 
-A rollout source is called as `source(train_state, rollout_state, key)` and returns
+A rollout source is called as `source(learner, train_state, rollout_state, key)` and returns
 `(rollout state', transitions [T, N], sums over steps and devices, (obs, memory) the last values
 bootstrap from, extra scalars)`. `EnvSource` steps the vmapped envs with the current policy
 (`rollout`, one `rollout_step` per env step, time-outs bootstrapped from `timeout_values`);
-`DatasetSource` replays demonstration trajectories instead (st_rl's TwoStageRunner pretraining).
-Both run inside the learner's compiled iteration; `learner` is the static `RunSpec` they serve.
+`train_loops.dataset_rollout.DatasetSource` replays demonstration trajectories instead. Both run
+inside the learner's compiled iteration; `learner` is the static `RunSpec` they serve.
 """
 
 from __future__ import annotations
@@ -20,11 +20,9 @@ from flax import struct
 from strl_jax.agents.parts import EnvStep, StepContext
 from strl_jax.agents.ppo import POLICY
 from strl_jax.buffers.gae import bootstrap_timeouts
-from strl_jax.buffers.rollout_dataset import DATASET_LABELS, DatasetArrays, advance, envs_used_up, step_index
 from strl_jax.buffers.transitions import Transition
-from strl_jax.collectives import env_keys, pmean, psum
+from strl_jax.collectives import env_keys, psum
 from strl_jax.masked_rows import reserved_rows, where_rows
-from strl_jax.networks.gaussian import gaussian_log_prob
 from strl_jax.networks.policy import reset_hidden_groups
 from strl_jax.train_loops.run_spec import RunSpec
 from strl_jax.train_loops.state import RolloutState, TrainState
@@ -34,10 +32,14 @@ RolloutOutput = tuple[RolloutState, Transition, dict, tuple[dict, Any], dict]
 
 
 class RolloutSource(Protocol):
-    """Where an iteration's transitions come from."""
+    """Where an iteration's transitions come from (a pytree: its arrays are program arguments)."""
+
+    # every optimiser step of an iteration on this source takes this rate, and the adaptive rule
+    # and the scheduler do not run (None: the algorithm's schedule)
+    fixed_rate: float | None
 
     def __call__(
-        self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array
+        self, learner: RunSpec, train_state: TrainState, rollout_state: RolloutState, key: jax.Array
     ) -> RolloutOutput: ...
 
 
@@ -45,21 +47,12 @@ class RolloutSource(Protocol):
 class EnvSource:
     """The envs, stepped with the current policy."""
 
-    learner: RunSpec = struct.field(pytree_node=False)
+    fixed_rate: float | None = struct.field(pytree_node=False, default=None)
 
-    def __call__(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array) -> RolloutOutput:
-        return env_rollout(self.learner, train_state, rollout_state, key)
-
-
-@struct.dataclass
-class DatasetSource:
-    """Demonstration trajectories replayed as rollouts; the envs do not move."""
-
-    learner: RunSpec = struct.field(pytree_node=False)
-    dataset: DatasetArrays
-
-    def __call__(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array) -> RolloutOutput:
-        return dataset_rollout(self.learner, self.dataset, train_state, rollout_state, key)
+    def __call__(
+        self, learner: RunSpec, train_state: TrainState, rollout_state: RolloutState, key: jax.Array
+    ) -> RolloutOutput:
+        return env_rollout(learner, train_state, rollout_state, key)
 
 
 def timeout_rows(num_envs: int, episode_length: int) -> int:
@@ -221,7 +214,6 @@ def next_rollout_state(
         hidden=reset_hidden_groups(hidden, done),
         parts=rollout_parts,
         history=rs.history,
-        dataset=rs.dataset,
     )
     return rs, sums
 
@@ -267,61 +259,3 @@ def env_rollout(learner: RunSpec, train_state: TrainState, rollout_state: Rollou
     """`rollout`, and what the last values bootstrap from: the env's observation and memory."""
     rollout_state, transitions, sums = rollout(learner, train_state, rollout_state, key)
     return rollout_state, transitions, sums, (rollout_state.obs, rollout_state.hidden), {}
-
-
-def dataset_rollout(
-    learner: RunSpec,
-    dataset: DatasetArrays,
-    train_state: TrainState,
-    rollout_state: RolloutState,
-    key: jax.Array,
-):
-    """`num_steps_per_env` replayed steps per virtual env: the dataset's observations, actions,
-    rewards and dones, with the current policy's values, log-probabilities, mean and std of
-    those actions (st_rl's `collect_transition_from_dataset`), and the imitation term's labels
-    (`imitation_labels`). Time-outs bootstrap from the value of the last observation (the
-    datasets hold no final observation)."""
-    del key  # nothing is drawn: the actions are the dataset's
-    alg = learner.cfg.algorithm
-    params, normalizers = train_state.params, train_state.normalizers
-    hidden = learner.model.initial_hidden(learner.env.num_envs)
-    no_fields = {p.name: {} for p in learner.parts}  # parts store nothing for replayed steps
-
-    def imitation_labels(labels: jax.Array) -> dict:
-        return {DATASET_LABELS: {"action_labels": labels}} if learner.pretrain_imitation else {}
-
-    def step(cursor, _):
-        index = step_index(dataset, cursor)
-        obs = {k: v[index] for k, v in dataset.obs.items()}
-        mean, std, _, _ = learner.actor.forward(params, normalizers, obs, hidden, {})
-        values = learner.model.value(params, learner.normalization.groups(normalizers, obs), hidden)
-        actions, done = dataset.actions[index], dataset.dones[index]
-        reward = dataset.rewards[index]
-        truncated = (dataset.timeouts[index] * done) > 0
-        transition = Transition(
-            obs=obs,
-            actions=actions,
-            log_prob=gaussian_log_prob(actions, mean, std),
-            mean=mean,
-            std=std,
-            values=values,
-            rewards=bootstrap_timeouts(reward * alg.reward_scale, truncated, values, alg.gamma),
-            dones=done,
-            parts=no_fields | imitation_labels(dataset.labels[index]),
-        )
-        sums = episode_sums(cursor.episode_return + reward, cursor.episode_length + 1, {}, reward, done)
-        sums |= {"parts": no_fields}
-        return advance(dataset, cursor, index, learner.cfg.env.num_envs), (transition, sums)
-
-    cursor, (transitions, step_sums) = jax.lax.scan(
-        step, rollout_state.dataset, None, length=learner.cfg.runner.num_steps_per_env
-    )
-    sums = psum(jax.tree.map(lambda x: x.sum(0), step_sums), learner.axis_name)
-    rollout_state = rollout_state.replace(dataset=cursor)
-    last_obs = {k: v[step_index(dataset, cursor)] for k, v in dataset.obs.items()}
-    used_up = psum(envs_used_up(dataset, cursor), learner.axis_name)
-    scalars = {
-        "dataset_used_up": (used_up >= learner.cfg.env.num_envs).astype(jnp.float32),
-        "dataset_passes": pmean(jnp.mean(cursor.position / dataset.num_trajectories), learner.axis_name),
-    }
-    return rollout_state, transitions.replace(initial_hidden=hidden), sums, (last_obs, hidden), scalars

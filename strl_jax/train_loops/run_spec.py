@@ -15,7 +15,6 @@ from flax import struct
 from strl_jax.agents.lr_schedulers import LrScheduler
 from strl_jax.agents.parts import Part, UpdateContext
 from strl_jax.agents.ppo import POLICY
-from strl_jax.buffers.rollout_dataset import pretrain_settings
 from strl_jax.buffers.transitions import Transition
 from strl_jax.collectives import global_env_ids
 from strl_jax.configs.schema import TrainConfig
@@ -143,11 +142,6 @@ class RunSpec:
     def initial_learning_rate(self) -> jax.Array:
         lr = jnp.asarray(self.cfg.algorithm.learning_rate, jnp.float32)
         return lr if self.lr_scheduler is None else self.lr_scheduler.initial(lr)
-
-    @property
-    def pretrain_imitation(self) -> float:
-        """Weight of the pull of the action mean towards the dataset's actions while pretraining."""
-        return float(pretrain_settings(self.cfg.runner.pretrain_dataset)["imitation_loss_coef"])
 
     def critic_value(self, params, normalizers, obs, hidden):
         """Value of raw observations, without advancing the hidden state."""
