@@ -293,15 +293,7 @@ def ppo_update(
     xs = (keys, epochs, orders)
     ((trainable, opt_state, lr), own, _), (metrics, checks) = jax.lax.scan(epoch, carry, xs)
     failures = jax.tree.map(lambda ok: first_failure(ok.reshape(-1)), checks)
-    output = UpdateOutput(
-        trainable=trainable,
-        opt_state=opt_state,
-        learning_rate=lr,
-        metrics=metrics,
-        checks=failures,
-        parts={**train_state.parts, **own},
-    )
-    return output, history
+    return UpdateOutput(trainable, opt_state, lr, metrics, failures, {**train_state.parts, **own}), history
 
 
 def own_optimizer_parts(learner: RunSpec) -> tuple[str, ...]:
