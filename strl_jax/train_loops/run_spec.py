@@ -46,7 +46,7 @@ class UpdateRule(Protocol):
 
     def update(
         self,
-        learner: Any,
+        learner: RunSpec,
         train_state: TrainState,
         rollout_state: RolloutState,
         transitions: Transition,
