@@ -31,7 +31,7 @@ from strl_jax.buffers.motion_files import trajectory_files
 from strl_jax.collect import main as collect_main
 from strl_jax.configs.loader import resolve_config
 from strl_jax.envs.amp_obs import body_layout, component_size, resolve_components
-from strl_jax.train_loops.runner import train
+from strl_jax.runners.runner import train
 
 
 def motion_stats(dataset: Path, task: str, components: tuple[str, ...]) -> dict:

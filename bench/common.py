@@ -233,14 +233,14 @@ def strl_worker(spec: dict) -> dict[str, Any]:
     evaluation), stop_at_target.
 
     The rows, their arrival times and the early stop come from a subclass of the runner's logger,
-    set for this call where the loop looks the class up: `train_loops.members.RunLogger`.
+    set for this call where the loop looks the class up: `runners.members.RunLogger`.
     """
     from unittest import mock
 
     from strl_jax.configs.loader import config_to_dict, resolve_config
-    from strl_jax.train_loops import members as members_module
-    from strl_jax.train_loops import runner as runner_module
-    from strl_jax.train_loops.run_logger import RunLogger
+    from strl_jax.records.run_logger import RunLogger
+    from strl_jax.runners import members as members_module
+    from strl_jax.runners import runner as runner_module
 
     files, overrides = spec.get("config_files"), list(spec.get("overrides", []))
     cfg = resolve_config(spec["task"], config_files=files, overrides=overrides)

@@ -135,7 +135,7 @@ def main() -> None:
     import jax.numpy as jnp
 
     from strl_jax.envs.depth_camera import DepthCameraSpec, depth_image
-    from strl_jax.train_loops.runner import enable_compilation_cache
+    from strl_jax.runners.runner import enable_compilation_cache
 
     enable_compilation_cache()
     env_counts = [4096, 8192] if args.device_sized else [int(n) for n in args.num_envs.split(",")]

@@ -197,11 +197,11 @@ def strl_train_worker(spec: dict) -> dict:
     """strl_jax's preset through `common.strl_worker` (runner.train), checkpointing on the wall
     clock: the runner offers a checkpoint after every iteration (`runner.save_interval=1`) and
     this keeps those on the cadence; after the one at the time limit the run stops. The runner's
-    loop looks its checkpoint function up as `train_loops.runner.save_members`; it is set to the
+    loop looks its checkpoint function up as `runners.runner.save_members`; it is set to the
     clock's for this call."""
     from unittest import mock
 
-    from strl_jax.train_loops import runner as runner_module
+    from strl_jax.runners import runner as runner_module
 
     clock = WallClock(spec["limit_s"], spec["checkpoint_s"])
     run_dir = Path(spec["log_dir"])

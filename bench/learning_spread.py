@@ -122,7 +122,7 @@ def run_case(case: str, seed: int, work: Path) -> dict:
         train_expert,
     )
 
-    from strl_jax.train_loops.runner import train
+    from strl_jax.runners.runner import train
 
     if case == "expert":
         path, best = train_expert(work / "expert", seed)
@@ -168,7 +168,7 @@ def worker(flag: str, optimised: bool, seeds: list[int], cases: list[str], out: 
     import jax
 
     import strl_jax  # noqa: F401  (applies the XLA default before jax starts)
-    from strl_jax.train_loops.runner import enable_compilation_cache
+    from strl_jax.runners.runner import enable_compilation_cache
 
     jax.config.update("jax_disable_most_optimizations", not optimised)
     enable_compilation_cache()

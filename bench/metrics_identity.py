@@ -155,7 +155,7 @@ def runs(assets: Path) -> dict[str, tuple[str, list[str]]]:
 def prepare(assets: Path) -> None:
     from strl_jax.collect import main as collect_main
     from strl_jax.configs.loader import resolve_config
-    from strl_jax.train_loops.runner import train
+    from strl_jax.runners.runner import train
 
     cfg = resolve_config(
         "inverted_pendulum_teacher",
@@ -173,7 +173,7 @@ def prepare(assets: Path) -> None:
 
 def run(assets: Path, out: Path, only: list[str] | None) -> None:
     from strl_jax.configs.loader import resolve_config
-    from strl_jax.train_loops.runner import release_programs, train
+    from strl_jax.runners.runner import release_programs, train
 
     for name, (preset, overrides) in runs(assets).items():
         if only and name not in only:

@@ -22,7 +22,7 @@ from pathlib import Path
 import optuna
 
 from strl_jax.configs.loader import resolve_config
-from strl_jax.train_loops.runner import train
+from strl_jax.runners.runner import train
 
 
 def parse_args() -> argparse.Namespace:

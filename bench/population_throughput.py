@@ -24,7 +24,7 @@ from pathlib import Path
 import jax
 
 from strl_jax.configs.loader import resolve_config
-from strl_jax.train_loops.runner import build_programs, release_programs, steps_per_iteration
+from strl_jax.runners.runner import build_programs, release_programs, steps_per_iteration
 
 
 def parse_args() -> argparse.Namespace:

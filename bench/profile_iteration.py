@@ -89,9 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     import jax.numpy as jnp
 
     from strl_jax.configs.loader import resolve_config
-    from strl_jax.train_loops.learner_builder import make_learner
+    from strl_jax.runners.learner_builder import make_learner
+    from strl_jax.runners.runner import evaluation_env, training_env
     from strl_jax.train_loops.ppo_update import ppo_update
-    from strl_jax.train_loops.runner import evaluation_env, training_env
 
     overrides = list(args.overrides)
     if args.matched:

@@ -82,7 +82,7 @@ def variant_overrides(
 def run_variant(task: str, overrides: list[str], log_dir: Path, steps: int, target: float) -> dict[str, Any]:
     """Train the population; per seed: env steps and wall seconds to the first eval >= target."""
     from strl_jax.configs.loader import resolve_config
-    from strl_jax.train_loops.runner import train
+    from strl_jax.runners.runner import train
 
     cfg = resolve_config(task, overrides=overrides)
     start = time.time()

@@ -60,7 +60,7 @@ from learning_runs import PENDULUM_COMMON, train_expert  # noqa: E402
 from strl_jax.checkpoints.orbax_checkpoints import CHECKPOINT_DIR, read_checkpoint_meta  # noqa: E402
 from strl_jax.collect import main as collect_main  # noqa: E402
 from strl_jax.configs.loader import resolve_config  # noqa: E402
-from strl_jax.train_loops.runner import train  # noqa: E402
+from strl_jax.runners.runner import train  # noqa: E402
 
 QUIET = ["runner.save_interval=0", "runner.print_interval=1000"]
 BRAX = {"common": ["env.num_envs=256", *QUIET], "pretrain": 10, "iterations": 80, "eval_every": 10}

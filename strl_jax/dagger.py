@@ -52,8 +52,8 @@ from strl_jax.envs.vec_env import VecEnv
 from strl_jax.errors import CheckpointError, CollectError, CollectionIncomplete, ConfigError
 from strl_jax.inference import LoadedPolicy, load_policy
 from strl_jax.networks.acting import Actor
-from strl_jax.train_loops.run_logger import SummaryWriter
-from strl_jax.train_loops.teachers import teacher_obs_group
+from strl_jax.records.run_logger import SummaryWriter
+from strl_jax.runners.teachers import teacher_obs_group
 
 WRITER = "strl_jax.dagger"
 TENSORBOARD_DIR = "tensorboard"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from strl_jax.configs.loader import resolve_config
 from strl_jax.errors import CheckpointError, ConfigError, DivergenceError, NonFiniteError
-from strl_jax.train_loops.devices import initialize_distributed
-from strl_jax.train_loops.runner import train
+from strl_jax.runners.devices import initialize_distributed
+from strl_jax.runners.runner import train
 
 EXIT_CONFIG_ERROR = 2
 # the run diverged (not finite, or runner.stop_on_divergence); its newest checkpoint is the last good state

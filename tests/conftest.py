@@ -33,8 +33,8 @@ from hypothesis import settings
 from learning_runs import train_expert
 from suite_costs import SuiteCosts
 
-from strl_jax.train_loops.programs import MIN_CACHED_COMPILE_VARIABLE
-from strl_jax.train_loops.runner import release_programs
+from strl_jax.runners.programs import MIN_CACHED_COMPILE_VARIABLE
+from strl_jax.runners.runner import release_programs
 
 _cache = os.environ.get("STRL_JAX_CACHE_DIR") or str(Path.home() / ".cache" / "strl_jax" / "xla")
 jax.config.update("jax_compilation_cache_dir", _cache)

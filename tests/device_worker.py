@@ -48,7 +48,7 @@ def main() -> int:
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     if args.coordinator:
-        from strl_jax.train_loops.devices import initialize_distributed
+        from strl_jax.runners.devices import initialize_distributed
 
         initialize_distributed(args.coordinator, args.num_processes, args.process_id)
 
@@ -72,7 +72,7 @@ def main() -> int:
 
 def run(cfg, folder: str, count: int | None, name: str, resume: bool) -> None:
     """One training run of `cfg` on `count` devices (all when None); prints its JSON line."""
-    from strl_jax.train_loops.runner import train
+    from strl_jax.runners.runner import train
 
     log_dir = folder if count is None else f"{folder}/devices_{count}"
     if count is not None:

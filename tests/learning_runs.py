@@ -23,9 +23,9 @@ from strl_jax.collect import main as collect_main
 from strl_jax.configs.loader import resolve_config
 from strl_jax.envs import make_env_from_config
 from strl_jax.networks.normalizer import InputNormalization
+from strl_jax.runners.learner_builder import make_learner
+from strl_jax.runners.runner import build_programs, train
 from strl_jax.train_loops.evaluation import deterministic_episodes
-from strl_jax.train_loops.learner_builder import make_learner
-from strl_jax.train_loops.runner import build_programs, train
 
 PENDULUM_EPISODE = 200
 PENDULUM_COMMON = [

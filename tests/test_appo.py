@@ -19,7 +19,7 @@ from strl_jax.agents.amp import init_amp_normalizers, style_reward, update_amp_n
 from strl_jax.collect import main as collect_main
 from strl_jax.configs.loader import ConfigError, resolve_config
 from strl_jax.networks.normalizer import normalize, update_normalizer
-from strl_jax.train_loops.runner import build_programs, train
+from strl_jax.runners.runner import build_programs, train
 
 TINY = tiny("env.episode_length=1000", "runner.num_steps_per_env=16")
 # inverted_pendulum has a fixed base: its AMP frame is the pole's joint angle and velocity

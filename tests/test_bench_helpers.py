@@ -40,7 +40,7 @@ def test_workers_get_the_xla_default_from_their_own_jaxlib(monkeypatch):
 def test_the_loop_looks_up_the_names_the_bench_workers_set():
     """`common.strl_worker` sets `members.RunLogger` and go1_walk's worker `runner.save_members`
     for a call: the loop must create its loggers and save its checkpoints through those names."""
-    from strl_jax.train_loops import members, runner
+    from strl_jax.runners import members, runner
 
     assert "RunLogger" in members.start_members.__code__.co_names
     assert "save_members" in runner.run_loop.__code__.co_names

@@ -23,7 +23,7 @@ from strl_jax.buffers.transitions import Transition
 from strl_jax.configs import ConfigError, resolve_config
 from strl_jax.envs import make_env_from_config
 from strl_jax.networks.gaussian import gaussian_kl, gaussian_log_prob
-from strl_jax.train_loops.learner_builder import make_learner
+from strl_jax.runners.learner_builder import make_learner
 from strl_jax.train_loops.ppo_update import loss_settings, make_batch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
@@ -186,10 +186,14 @@ def one_update(normalizer_update: str, timeout: str = "final_obs", *extra: str):
         normalizer_update, timeout, *extra
     )
 
-    def source(ts, rs, key):
-        return rs, transitions, {"parts": {}}, (last, {}), {}
+    class GivenRollout:  # a rollout source (`train_loops.rollout.RolloutSource`) of the synthetic rollout
+        fixed_rate = None
 
-    new_state, _, metrics = jax.jit(lambda t, r: learner.iterate(t, r, source))(train_state, rollout_state)
+        def __call__(self, learner, ts, rs, key):
+            return rs, transitions, {"parts": {}}, (last, {}), {}
+
+    iterate = jax.jit(lambda t, r: learner.iterate(t, r, GivenRollout()))
+    new_state, _, metrics = iterate(train_state, rollout_state)
     return learner, (train_state, rollout_state), new_state, metrics
 
 

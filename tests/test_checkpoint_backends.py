@@ -35,9 +35,9 @@ from strl_jax.checkpoints.orbax_checkpoints import (
 from strl_jax.checkpoints.tree_layout import check_signatures
 from strl_jax.configs.loader import resolve_config
 from strl_jax.errors import CheckpointMismatchError
+from strl_jax.records.run_logger import RunLogger
+from strl_jax.runners.runner import build_programs, run_keys, train
 from strl_jax.train import main as train_main
-from strl_jax.train_loops.run_logger import RunLogger
-from strl_jax.train_loops.runner import build_programs, run_keys, train
 
 N = 3  # iterations of the uninterrupted runs; the split runs stop after 1 and resume
 BACKENDS = ["mjx", "spring"]  # MJX has zero-size leaves; spring is the cheapest of the others

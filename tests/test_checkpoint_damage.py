@@ -32,8 +32,8 @@ from strl_jax.checkpoints.orbax_checkpoints import (
     save_checkpoint,
 )
 from strl_jax.configs.loader import resolve_config
+from strl_jax.runners.runner import train
 from strl_jax.train import main as train_main
-from strl_jax.train_loops.runner import train
 
 NEWEST, BEFORE = 4, 2  # the straight run's checkpoints (save_interval 2, keep 2)
 OVERRIDES = tiny(f"runner.max_iterations={NEWEST}")

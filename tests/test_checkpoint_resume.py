@@ -33,9 +33,9 @@ from strl_jax.checkpoints.orbax_checkpoints import (
 )
 from strl_jax.configs.loader import config_to_dict, resolve_config
 from strl_jax.errors import CheckpointMismatchError
+from strl_jax.records.run_logger import RunLogger
+from strl_jax.runners.runner import build_programs, run_keys, train
 from strl_jax.train import main as train_main
-from strl_jax.train_loops.run_logger import RunLogger
-from strl_jax.train_loops.runner import build_programs, run_keys, train
 
 K = 3  # the split runs stop after K iterations and resume for K more
 TINY = tiny("runner.eval_interval=3")

@@ -15,7 +15,7 @@ from strl_jax.collect import main as collect_main
 from strl_jax.configs.loader import resolve_config
 from strl_jax.dataset_sessions import TrajectoryCutter
 from strl_jax.inference import load_policy
-from strl_jax.train_loops.runner import train
+from strl_jax.runners.runner import train
 
 EPISODE_LENGTH = 20
 TINY = tiny(

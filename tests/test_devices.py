@@ -20,7 +20,7 @@ import pytest
 from tiny_config import tiny
 
 from strl_jax.configs.loader import ConfigError, resolve_config
-from strl_jax.train_loops.devices import check_env_split, make_env_mesh
+from strl_jax.runners.devices import check_env_split, make_env_mesh
 
 WORKER = str(Path(__file__).with_name("device_worker.py"))
 TIME_FIELDS = ("wall_time", "iteration_time", "fps")

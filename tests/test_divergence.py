@@ -15,11 +15,11 @@ from strl_jax.checkpoints.orbax_checkpoints import CHECKPOINT_DIR
 from strl_jax.configs.loader import resolve_config
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.errors import DivergenceWarning, NonFiniteError
+from strl_jax.runners.divergence import KL_FACTOR, STD_FACTOR, VALUE_FACTOR, diverged
+from strl_jax.runners.population import POPULATION_FILE
+from strl_jax.runners.runner import train
 from strl_jax.train import EXIT_NON_FINITE
 from strl_jax.train import main as train_main
-from strl_jax.train_loops.divergence import KL_FACTOR, STD_FACTOR, VALUE_FACTOR, diverged
-from strl_jax.train_loops.population import POPULATION_FILE
-from strl_jax.train_loops.runner import train
 
 RUN = ["--task", "inverted_pendulum", *tiny("runner.eval_interval=0")]
 INFINITE_REWARDS = "algorithm.reward_scale=1e38"  # returns overflow to inf: the losses cannot be finite

@@ -16,8 +16,8 @@ from strl_jax.checkpoints.orbax_checkpoints import load_params_and_normalizers
 from strl_jax.configs.loader import resolve_config
 from strl_jax.errors import ConfigError
 from strl_jax.play import main as play_main
+from strl_jax.runners.runner import build_programs, run_keys, train
 from strl_jax.train import main as train_main
-from strl_jax.train_loops.runner import build_programs, run_keys, train
 
 NAMED = [
     "env.obs_groups.policy={cart: [0], pole: [1], velocities: [2, 3]}",

@@ -34,8 +34,8 @@ from strl_jax.errors import ConfigError  # noqa: E402
 from strl_jax.export import main as export_main  # noqa: E402
 from strl_jax.networks.policy import make_policy_model  # noqa: E402
 from strl_jax.play import main as play_main  # noqa: E402
+from strl_jax.runners.runner import default_log_dir, train, with_env  # noqa: E402
 from strl_jax.train import main as train_main  # noqa: E402
-from strl_jax.train_loops.runner import default_log_dir, train, with_env  # noqa: E402
 from tests.user_envs.pendulum import Pendulum  # noqa: E402
 
 MJX = "tests.user_envs.slider:Slider"

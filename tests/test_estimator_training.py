@@ -29,9 +29,9 @@ from strl_jax.inference import load_policy
 from strl_jax.networks.normalizer import init_normalizer, normalize
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.play import main as play_main
+from strl_jax.runners.learner_builder import make_learner
+from strl_jax.runners.runner import train
 from strl_jax.train import main as train_main
-from strl_jax.train_loops.learner_builder import make_learner
-from strl_jax.train_loops.runner import train
 
 K = ESTIMATOR_K
 

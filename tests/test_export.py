@@ -28,7 +28,7 @@ from strl_jax.networks.mlp import ACTIVATIONS
 from strl_jax.networks.normalizer import NormalizerState
 from strl_jax.networks.policy import make_policy_model
 from strl_jax.onnx_graph import TensorSpec, function_to_onnx
-from strl_jax.train_loops.runner import train
+from strl_jax.runners.runner import train
 
 OBS, ACT = 7, 3
 SHAPES = {"policy": (OBS,), "critic": (OBS,)}

@@ -20,7 +20,7 @@ require_playground()
 from strl_jax.configs import resolve_config  # noqa: E402
 from strl_jax.envs import make_env_from_config  # noqa: E402
 from strl_jax.networks.policy import make_policy_model  # noqa: E402
-from strl_jax.train_loops.teachers import teacher_obs_group  # noqa: E402
+from strl_jax.runners.teachers import teacher_obs_group  # noqa: E402
 
 TASK = "Go1JoystickFlatTerrain"
 TEACHER = f"{TASK}_teacher"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from strl_jax.configs import available_presets, resolve_config
-from strl_jax.train_loops.runner import train
+from strl_jax.runners.runner import train
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))

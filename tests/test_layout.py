@@ -1,6 +1,7 @@
-"""The package's import graph has no loops, no strl_jax import hides inside a function (the usual
-way to dodge a loop), and every import points down the layer table: checked from the source,
-without importing anything."""
+"""The package's import graph has no loops (type-checking imports included), no strl_jax import
+hides inside a function (the usual way to dodge a loop), every import points down the layer table,
+the compiled core reaches neither the host loop nor the records, and modules, classes and
+functions stay small enough to read: checked from the source, without importing anything."""
 
 from __future__ import annotations
 
@@ -32,26 +33,33 @@ def imported_modules(node: ast.AST, known: set[str]) -> set[str]:
     return {n for n in names if n in known}
 
 
+def import_graph() -> dict[str, set[str]]:
+    """Each module's strl_jax imports anywhere in its file (`if TYPE_CHECKING:` blocks included),
+    with the packages importing them runs first."""
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    known = set(files)
+    graph = {}
+    for name, path in files.items():
+        deps = {m for node in ast.walk(ast.parse(path.read_text())) for m in imported_modules(node, known)}
+        # importing `a.b.c` first runs the packages `a` and `a.b` (their __init__ may import more);
+        # a module's own packages are already being initialised when it runs, so they add no edge
+        own = ancestors(name)
+        graph[name] = {m for d in deps for m in {d, *ancestors(d)} if m in known and m not in own} - {name}
+    return graph
+
+
 def test_no_import_loops_and_no_function_local_imports():
     files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     known = set(files)
-    graph, local = {}, []
+    local = []
     for name, path in files.items():
         tree = ast.parse(path.read_text())
-        top = set()
-        for node in tree.body:
-            top |= imported_modules(node, known)
-        graph[name] = top
         for func in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)):
             for node in ast.walk(func):
                 if imported_modules(node, known):
                     local.append(f"{name}.{func.name}")
     assert not local, f"strl_jax imports inside functions: {local}"
-    # importing `a.b.c` first runs the packages `a` and `a.b` (their __init__ may import more); a
-    # module's own packages are already being initialised when it runs, so they add no edge
-    for name, deps in graph.items():
-        own = ancestors(name)
-        graph[name] = {m for d in deps for m in {d, *ancestors(d)} if m in known and m not in own} - {name}
+    graph = import_graph()
     state: dict[str, int] = {}
 
     def visit(node: str, stack: list[str]) -> None:
@@ -89,9 +97,14 @@ LAYERS = (
     # a finished run's policy, rebuilt from its stored config and checkpoint; the switch of mutex
     # policies between such policies
     ("inference", "mutex"),
-    # training (a teacher is a finished run's policy); mutex policies switching finished runs;
-    # dataset writing sessions (their stop rules and metadata.json)
+    # what runs inside the compiled iteration (rollout, updates, evaluation episodes); mutex
+    # policies switching finished runs; dataset writing sessions (their stop rules and metadata.json)
     ("train_loops", "mutex_from_runs", "dataset_sessions"),
+    # what a run leaves behind: metrics rows, TensorBoard / W&B / Neptune writers, the code state
+    ("records",),
+    # the host loop: programs, devices, start and resume, populations, stages (a teacher is a
+    # finished run's policy)
+    ("runners",),
     # commands: python -m strl_jax.<name>
     ("train", "play", "collect", "export", "plot"),
     # built on other commands (dagger collects; the sim-to-sim episodes run an export)
@@ -130,3 +143,44 @@ def test_imports_point_down_the_layers():
                 if unit is not None and unit != source and rank[unit] >= rank[source]:
                     upward.append(f"{name} -> {target}")
     assert not upward, "imports that do not point down LAYERS: " + ", ".join(sorted(set(upward)))
+
+
+# The compiled core (what runs inside the iteration) and the host-side packages it must not reach.
+CORE = "strl_jax.train_loops"
+HOST_SIDE = ("strl_jax.runners", "strl_jax.records")
+
+
+def test_the_compiled_core_reaches_neither_the_host_loop_nor_the_records():
+    """Nothing `train_loops` imports, directly or through other modules, is part of the host loop
+    (`runners`) or of the records (`records`): the iteration can be read, traced and tested alone."""
+    graph = import_graph()
+    reached, todo = set(), [m for m in graph if m == CORE or m.startswith(CORE + ".")]
+    while todo:
+        module = todo.pop()
+        for dep in graph[module] - reached:
+            reached.add(dep)
+            todo.append(dep)
+    host = sorted(m for m in reached if m.startswith(HOST_SIDE))
+    assert not host, f"the compiled core reaches {host}"
+
+
+MAX_MODULE_LINES, MAX_CLASS_LINES, MAX_FUNCTION_LINES = 600, 300, 60
+
+
+def test_modules_classes_and_functions_are_small():
+    """No module over 600 lines, no class over 300 and no function over 60 (signature, docstring
+    and body: what a reader has to hold at once)."""
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = path.read_text()
+        where = path.relative_to(PACKAGE).as_posix()
+        lines = len(source.splitlines())
+        if lines > MAX_MODULE_LINES:
+            too_long.append(f"{where}: {lines} lines")
+        for node in ast.walk(ast.parse(source)):
+            limit = MAX_CLASS_LINES if isinstance(node, ast.ClassDef) else MAX_FUNCTION_LINES
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                span = node.end_lineno - node.lineno + 1
+                if span > limit:
+                    too_long.append(f"{where}:{node.name}: {span} lines")
+    assert not too_long, "over the size limits: " + ", ".join(too_long)

@@ -15,8 +15,8 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from strl_jax.errors import ConfigError
-from strl_jax.train_loops import remote_writers
-from strl_jax.train_loops.run_logger import RunLogger, progress_bar, progress_text, row_scalars
+from strl_jax.records import remote_writers
+from strl_jax.records.run_logger import RunLogger, progress_bar, progress_text, row_scalars
 
 SECTIONS = {"surrogate": "Loss", "learning_rate": "Loss"}
 CONFIG = {"seed": 3, "algorithm": {"learning_rate": 0.001, "gamma": 0.99}, "runner": {"logger": "wandb"}}

@@ -30,8 +30,8 @@ from strl_jax.agents.parts import (
 from strl_jax.config_sections import key, number
 from strl_jax.configs.loader import ConfigError, resolve_config
 from strl_jax.networks.mlp import MLP
-from strl_jax.train_loops.programs import build_programs
-from strl_jax.train_loops.runner import train
+from strl_jax.runners.programs import build_programs
+from strl_jax.runners.runner import train
 
 PREDICTOR = MLP(hidden_dims=(8,), output_dim=1)
 

@@ -20,7 +20,7 @@ import strl_jax.play as play_module
 from strl_jax.configs.loader import resolve_config
 from strl_jax.play import main as play_main
 from strl_jax.plot import main as plot_main
-from strl_jax.train_loops.runner import train
+from strl_jax.runners.runner import train
 
 TINY = tiny("runner.max_iterations=3")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -27,9 +27,9 @@ from strl_jax.checkpoints.orbax_checkpoints import open_manager, restore_checkpo
 from strl_jax.collect import main as collect_main  # noqa: E402
 from strl_jax.configs.loader import resolve_config  # noqa: E402
 from strl_jax.play import main as play_main  # noqa: E402
+from strl_jax.runners.devices import local_copy  # noqa: E402
+from strl_jax.runners.runner import build_programs, run_keys, train  # noqa: E402
 from strl_jax.train import main as train_main  # noqa: E402
-from strl_jax.train_loops.devices import local_copy  # noqa: E402
-from strl_jax.train_loops.runner import build_programs, run_keys, train  # noqa: E402
 
 TASK = "Go1JoystickFlatTerrain"
 ITERATIONS = 120

@@ -18,9 +18,9 @@ from tiny_config import tiny
 from strl_jax.configs.loader import resolve_config
 from strl_jax.errors import ConfigError
 from strl_jax.inference import load_policy
+from strl_jax.runners.population import POPULATION_FILE, member_configs
+from strl_jax.runners.runner import build_programs, train
 from strl_jax.train import main
-from strl_jax.train_loops.population import POPULATION_FILE, member_configs
-from strl_jax.train_loops.runner import build_programs, train
 
 TIME_FIELDS = ("wall_time", "iteration_time", "fps")
 SWEEP = "sweep.algorithm.learning_rate=[1e-3, 3e-4]"

@@ -19,7 +19,7 @@ from strl_jax.networks.actor_critic_recurrent import ActorCriticRecurrent
 from strl_jax.networks.gaussian import gaussian_log_prob
 from strl_jax.networks.normalizer import InputNormalization
 from strl_jax.networks.policy import PolicyModel
-from strl_jax.train_loops.learner_builder import make_learner
+from strl_jax.runners.learner_builder import make_learner
 from strl_jax.train_loops.ppo_update import make_batch, ppo_update
 
 T, B, D, H, L, A = 9, 6, 3, 5, 2, 2
@@ -180,8 +180,8 @@ def test_recurrent_run_resumes_exactly(tmp_path):
     LSTM policy equal 4 straight iterations, value for value."""
     import json
 
+    from strl_jax.runners.runner import train
     from strl_jax.train import main as train_main
-    from strl_jax.train_loops.runner import train
 
     tiny = [
         "env.num_envs=8",

@@ -13,9 +13,9 @@ from strl_jax.configs import ConfigError
 from strl_jax.configs.loader import resolve_config
 from strl_jax.envs import make_brax_env
 from strl_jax.envs.vec_env import RESET_SCOPE
-from strl_jax.train_loops import runner
+from strl_jax.runners import runner
+from strl_jax.runners.learner_builder import make_learner
 from strl_jax.train_loops.evaluation import deterministic_episodes
-from strl_jax.train_loops.learner_builder import make_learner
 
 N = 6
 EPISODE_LENGTH = 4

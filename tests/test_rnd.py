@@ -26,8 +26,8 @@ from strl_jax.configs import ConfigError, resolve_config
 from strl_jax.configs.from_rsl_rl import from_rsl_rl_config
 from strl_jax.configs.to_rsl_rl import to_rsl_rl_train_cfg
 from strl_jax.networks.normalizer import init_normalizer
+from strl_jax.runners.runner import train
 from strl_jax.train_loops.learner import metric_sections
-from strl_jax.train_loops.runner import train
 
 D, N, T = 5, 6, 4  # state size, envs, steps per rollout
 RSL_RL_CFG = {
@@ -243,7 +243,7 @@ def test_training_with_rnd_logs_its_metrics_and_resumes_exactly(tmp_path):
     for key in ("rnd", "weight", "mean_step_intrinsic_reward"):
         assert resumed.rows[-1][key] == full.rows[-1][key]
 
-    from strl_jax.train_loops.runner import build_programs
+    from strl_jax.runners.runner import build_programs
 
     sections = metric_sections(build_programs(cfg).learner)
     assert sections["rnd"] == "Loss" and sections["weight"] == "Rnd"

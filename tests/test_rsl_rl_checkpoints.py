@@ -28,7 +28,7 @@ from strl_jax.inference import PolicyState, load_policy
 from strl_jax.networks.acting import acting_policy, make_actor
 from strl_jax.networks.normalizer import NormalizerState, normalize
 from strl_jax.networks.policy import make_policy_model
-from strl_jax.train_loops.runner import train
+from strl_jax.runners.runner import train
 
 POLICY_OBS, CRITIC_OBS, ACT, ENVS = 5, 7, 3, 4
 TOL = dict(rtol=1e-5, atol=1e-5)

@@ -21,9 +21,9 @@ from strl_jax.checkpoints.orbax_checkpoints import (
 from strl_jax.checkpoints.tree_layout import as_nested_dict
 from strl_jax.configs.loader import resolve_config
 from strl_jax.errors import CheckpointMismatchError
+from strl_jax.records.code_state import repository_root, store_code_state
+from strl_jax.runners.runner import build_programs, run_keys, train
 from strl_jax.train import main as train_main
-from strl_jax.train_loops.code_state import repository_root, store_code_state
-from strl_jax.train_loops.runner import build_programs, run_keys, train
 
 EPISODE = 50
 WIDE = tiny(

@@ -18,7 +18,7 @@ from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 from tiny_config import tiny
 
-from strl_jax.agents.ppo import MinibatchInputs, PPOBatch, make_optimizer, ppo_loss
+from strl_jax.agents.ppo import POLICY, MinibatchInputs, PPOBatch, make_optimizer, ppo_loss
 from strl_jax.agents.symmetry import SymmetryEnv, SymmetryPart, copies
 from strl_jax.checkpoints.torch_checkpoints import rsl_rl_state_dicts
 from strl_jax.configs import ConfigError, resolve_config
@@ -28,9 +28,9 @@ from strl_jax.envs.playground_components import component_layout, component_slic
 from strl_jax.networks.acting import make_actor
 from strl_jax.networks.normalizer import InputNormalization, NormalizerState
 from strl_jax.networks.policy import make_policy_model
-from strl_jax.train_loops.learner import POLICY, Learner
+from strl_jax.runners.runner import train
+from strl_jax.train_loops.learner import Learner
 from strl_jax.train_loops.ppo_update import loss_settings, minibatch_step
-from strl_jax.train_loops.runner import train
 from strl_jax.train_loops.update_rules import PPOUpdate
 
 TOL = dict(rtol=1e-5, atol=1e-5)

@@ -30,8 +30,8 @@ from strl_jax.networks.acting import action_size
 from strl_jax.networks.actor_critic import ActorCritic
 from strl_jax.networks.gaussian import ActionDistribution, gaussian_kl, tanh_std
 from strl_jax.networks.policy import make_policy_model
-from strl_jax.train_loops.population import member_configs
-from strl_jax.train_loops.runner import build_programs, run_keys, train
+from strl_jax.runners.population import member_configs
+from strl_jax.runners.runner import build_programs, run_keys, train
 
 ACT, OBS = 3, 5
 SHAPES = {"policy": (OBS,), "critic": (OBS,)}

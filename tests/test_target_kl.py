@@ -11,8 +11,8 @@ import pytest
 from tiny_config import tiny
 
 from strl_jax.configs import ConfigError, resolve_config
+from strl_jax.runners.runner import train
 from strl_jax.train_loops.ppo_update import early_stop
-from strl_jax.train_loops.runner import train
 
 
 def test_early_stop_skips_the_passing_step_and_every_later_one():

@@ -11,7 +11,7 @@ import pytest
 from learning_runs import PENDULUM_EPISODE, STUDENTS, student_cfg, teacher_return_on_student_env
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from strl_jax.train_loops.runner import build_programs, train
+from strl_jax.runners.runner import build_programs, train
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from strl_jax.envs import make_env_from_config
 from strl_jax.networks.gaussian import gaussian_log_prob
 from strl_jax.networks.normalizer import init_normalizer, normalize
 from strl_jax.networks.policy import make_policy_model
-from strl_jax.train_loops.learner_builder import make_learner
+from strl_jax.runners.learner_builder import make_learner
 from strl_jax.train_loops.ppo_update import loss_settings, make_batch
 from strl_jax.train_loops.update_rules import PPOUpdate
 

@@ -17,10 +17,10 @@ from strl_jax.envs import make_env_from_config
 from strl_jax.networks.actor_critic import MIN_STD, clamp_std
 from strl_jax.networks.gaussian import gaussian_log_prob
 from strl_jax.networks.normalizer import InputNormalization
-from strl_jax.train_loops.learner_builder import make_learner
+from strl_jax.records.run_logger import TIME_KEYS
+from strl_jax.runners.learner_builder import make_learner
+from strl_jax.runners.runner import train
 from strl_jax.train_loops.rollout import timeout_rows, timeout_values
-from strl_jax.train_loops.run_logger import TIME_KEYS
-from strl_jax.train_loops.runner import train
 
 TINY = [
     "env.num_envs=16",

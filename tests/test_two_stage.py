@@ -19,7 +19,7 @@ import pytest
 from learning_runs import PENDULUM_COMMON
 from tiny_config import tiny
 
-from strl_jax.agents.demonstrations import DemonstrationPart, dataset_per_step, dataset_returns
+from strl_jax.agents.demonstrations import DATASET_PART, DemonstrationPart, dataset_per_step, dataset_returns
 from strl_jax.agents.parts import UpdateContext
 from strl_jax.buffers.motion_files import METADATA_FILE, write_trajectory
 from strl_jax.buffers.rollout_dataset import (
@@ -35,10 +35,9 @@ from strl_jax.collect import main as collect_main
 from strl_jax.configs.loader import resolve_config
 from strl_jax.errors import ConfigError
 from strl_jax.inference import load_policy
+from strl_jax.runners.runner import build_programs, train
+from strl_jax.runners.stages import pretrain_source
 from strl_jax.train import main
-from strl_jax.train_loops.ppo_update import loss_settings
-from strl_jax.train_loops.runner import build_programs, train
-from strl_jax.train_loops.stages import pretrain_dataset
 
 LENGTHS = [3, 5, 4, 6, 3, 7]
 TIME_FIELDS = ("wall_time", "iteration_time", "fps")
@@ -310,8 +309,9 @@ def stage_values(cfg) -> tuple[float, float | None, np.ndarray]:
     """The imitation weight, the fixed rate (None: the schedule's) and the labels that the
     pretraining steps of `cfg` take."""
     programs = build_programs(cfg)
-    labels = np.asarray(pretrain_dataset(cfg, programs).labels)
-    return loss_settings(programs.learner).imitation_coef, programs.learner.pretrain_learning_rate, labels
+    source = pretrain_source(cfg, programs)
+    (dataset_part,) = [p for p in programs.learner.parts if p.name == DATASET_PART]
+    return dataset_part.coef, source.fixed_rate, np.asarray(source.dataset.labels)
 
 
 def test_pretraining_defaults_are_the_head_start_and_st_rl_is_an_option(tmp_path):

@@ -18,9 +18,9 @@ from strl_jax.buffers.history import empty_history, with_history
 from strl_jax.configs import ConfigError, resolve_config
 from strl_jax.envs import make_env_from_config
 from strl_jax.networks.policy import resample_hidden
+from strl_jax.runners.learner_builder import make_learner
+from strl_jax.runners.runner import train
 from strl_jax.train import main as train_main
-from strl_jax.train_loops.learner_builder import make_learner
-from strl_jax.train_loops.runner import train
 
 
 # ----------------------------------------------------------------------------- lr scheduler

@@ -48,9 +48,9 @@ from strl_jax.envs import make_env_from_config
 from strl_jax.export import export_rsl_rl
 from strl_jax.inference import init_policy_state, load_policy
 from strl_jax.networks.normalizer import NormalizerState
+from strl_jax.runners.learner_builder import make_learner
 from strl_jax.train_loops import update_rules
 from strl_jax.train_loops.learner import Learner
-from strl_jax.train_loops.learner_builder import make_learner
 from strl_jax.train_loops.ppo_update import make_batch
 from strl_jax.train_loops.state import TrainState
 
@@ -175,12 +175,12 @@ class UpdateSpy:
             batch, _ = make_batch(
                 given["learner"], given["train_state"], given["transitions"], given["last_values"]
             )
-            self.seen = {"transitions": given["transitions"], "batch": batch, "metrics": out[0][3]}
+            self.seen = {"transitions": given["transitions"], "batch": batch, "metrics": out[0].metrics}
             return out
 
         def spied_cloning(learner, train_state, transitions):
             out = cloning(learner, train_state, transitions)
-            self.seen = {"transitions": transitions, "metrics": out[3]}
+            self.seen = {"transitions": transitions, "metrics": out.metrics}
             return out
 
         monkeypatch.setattr(update_rules, "ppo_update", spied_ppo)

@@ -1,7 +1,7 @@
 """The table of algorithms: each st_rl / rsl_rl algorithm name is an update rule and its parts.
 
 Config validation, the device-split checks, the env's extra observation groups and the learner
-the runner builds all derive from these tables (`train_loops.learner_builder` builds each row's
+the runner builds all derive from these tables (`runners.learner_builder` builds each row's
 part). A new algorithm is a new row of `ALGORITHMS`; a new part is its module (the part, its typed
 settings and its builder) and its row of `PARTS`: a part rsl_rl and st_rl have no option for takes
 its settings from `algorithm.parts.<name>`, with no edit of the config schema.
@@ -13,7 +13,14 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from strl_jax.agents.demonstrations import build_demonstrations, rl_imitation_active
+from strl_jax.agents.demonstrations import (
+    DATASET_PART,
+    build_dataset,
+    build_demonstrations,
+    dataset_settings,
+    replays_dataset,
+    rl_imitation_active,
+)
 from strl_jax.agents.estimator import build_estimator, estimator_settings
 from strl_jax.agents.lr_schedulers import make_lr_scheduler
 from strl_jax.agents.motion_prior import AMP_GROUP, amp_settings, build_motion_prior
@@ -21,6 +28,7 @@ from strl_jax.agents.parts import Part, PartBuild
 from strl_jax.agents.rnd import RndSettings, build_rnd
 from strl_jax.agents.symmetry import SymmetrySettings, build_symmetry
 from strl_jax.agents.tppo import build_teacher, teacher_settings
+from strl_jax.buffers.rollout_dataset import OPTION as DATASET_OPTION
 from strl_jax.config_sections import read_section
 from strl_jax.errors import ConfigError
 from strl_jax.networks.policy_classes import policy_class
@@ -66,7 +74,8 @@ class PartSpec:
     `env_groups`: observation groups the env must provide, read by this part only.
     `option`: the `algorithm` setting that adds it to PPO (rsl_rl's extensions such as `rnd_cfg`,
     or `parts.<name>` for a part of one's own; None there: off).
-    `enabled`: for a part that neither an algorithm nor an option adds, when a config turns it on.
+    `enabled`: for a part that neither an algorithm nor an option adds, when a config turns it on;
+    `enabled_by`: the setting that does.
     `plain_ppo_only`: an option part that also needs a feed-forward policy and no part of the
     algorithm's own (rsl_rl). `with_actions`: what it does with actions or action means, which a
     tanh-squashed policy (pre-tanh means) does not allow; None: it combines with one.
@@ -78,6 +87,7 @@ class PartSpec:
     env_groups: tuple[str, ...] = ()
     option: str | None = None
     enabled: Callable[[Any], bool] | None = None
+    enabled_by: str | None = None
     plain_ppo_only: bool = False
     with_actions: str | None = None
 
@@ -97,7 +107,7 @@ class PartSpec:
         """The config setting that adds the part to a run."""
         if self.option is not None:
             return f"algorithm.{self.option}"
-        return "runner.pretrain_dataset" if self.enabled is not None else "algorithm.class_name"
+        return self.enabled_by if self.enabled is not None else "algorithm.class_name"
 
 
 PARTS: dict[str, PartSpec] = {
@@ -124,7 +134,11 @@ PARTS: dict[str, PartSpec] = {
     "demonstrations": PartSpec(
         build_demonstrations,
         enabled=rl_imitation_active,
+        enabled_by=DATASET_OPTION,
         with_actions="pulls the action mean towards the dataset's actions",
+    ),
+    DATASET_PART: PartSpec(
+        build_dataset, dataset_settings, enabled=replays_dataset, enabled_by=DATASET_OPTION
     ),
 }
 OWN_SECTION = "parts"  # `algorithm.parts.<name>`: settings of parts without an rsl_rl/st_rl option
@@ -139,7 +153,7 @@ def algorithm_spec(name: str) -> AlgorithmSpec:
 
 def active_parts(cfg: Any) -> tuple[str, ...]:
     """The parts of `algorithm.class_name`, then those its options turn on, then those other
-    settings turn on (the dataset's pull in two-stage training's RL iterations)."""
+    settings turn on (two-stage training's dataset and its pull in the RL iterations)."""
     spec = algorithm_spec(cfg.algorithm.class_name)
     options = tuple(
         p for p, row in PARTS.items() if row.option and row.option_value(cfg.algorithm) is not None

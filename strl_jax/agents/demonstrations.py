@@ -1,4 +1,9 @@
-"""The demonstrations' pull carried past two-stage training's switch to RL, as a learner part.
+"""Two-stage training's parts (st_rl's TwoStageRunner): the demonstration dataset the first
+iterations replay (`DatasetPart`: where each virtual env is in it, and pretraining's pull of the
+action mean towards its labels), and that pull carried past the switch to RL (`DemonstrationPart`).
+
+The replayed iterations themselves are a rollout source (`train_loops.dataset_rollout`); the host
+loop's stages (`runners.stages`) decide which iterations replay the dataset.
 
 Pretraining (`runner.pretrain_iterations`) fits the policy to a dataset, but the first RL updates
 can undo it: on hopper and walker2d the pretrained policy lost its head start within ten PPO
@@ -60,8 +65,75 @@ from strl_jax.agents.parts import (
     UpdateContext,
     sample_keys,
 )
-from strl_jax.agents.tppo import distillation_distance
-from strl_jax.buffers.rollout_dataset import DatasetArrays, load_dataset_arrays, pretrain_settings
+from strl_jax.agents.tppo import distillation_distance, distillation_loss
+from strl_jax.buffers.rollout_dataset import (
+    DatasetArrays,
+    init_cursor,
+    load_dataset_arrays,
+    pretrain_settings,
+)
+from strl_jax.errors import ConfigError
+from strl_jax.networks.gaussian import GAUSSIAN, TANH_GAUSSIAN
+
+# The part holding the dataset's replay position; its name keys the replayed steps' labels.
+DATASET_PART = "dataset"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DatasetPart(Part):
+    """The dataset replayed in the first iterations: its rollout state is where each virtual env is
+    in it (`buffers.rollout_dataset.DatasetCursor`), a replayed step stores its imitation label,
+    and the loss adds `imitation_loss_coef` times the distance (`algorithm.distill_target`) between
+    the action mean and those labels; in the env's iterations it does nothing."""
+
+    sections: ClassVar[dict[str, str]] = {
+        "imitation": "Loss",
+        "dataset_used_up": "Perf",
+        "dataset_passes": "Perf",
+    }
+    draws_at_init: ClassVar[bool] = False  # the replay position is not drawn
+
+    coef: float  # imitation_loss_coef (0: no imitation term)
+    target: str  # algorithm.distill_target
+
+    def init(self, key: jax.Array | None, ctx: InitContext) -> tuple[None, Any]:
+        return None, init_cursor(ctx.env_ids)
+
+    def on_replayed_step(self, labels: jax.Array) -> dict:
+        return {"action_labels": labels} if self.coef else {}
+
+    def losses(self, params: Any, train: Any, ctx: LossContext, inputs: Any):
+        fields = ctx.batch.parts[self.name]
+        if "action_labels" not in fields:  # an iteration in the env
+            return {}, {}, {}
+        n = ctx.originals
+        imitation = distillation_loss(self.target, ctx.mean[:, :n], ctx.std[:, :n], fields["action_labels"])
+        return {"imitation_loss": imitation}, {"imitation_loss": self.coef}, {"imitation": imitation}
+
+
+def replays_dataset(cfg: Any) -> bool:
+    """Whether a run's first iterations replay a dataset (`runner.pretrain_iterations`)."""
+    return cfg.runner.pretrain_iterations > 0
+
+
+def dataset_settings(cfg: Any) -> dict[str, Any]:
+    """`runner.pretrain_dataset` read and checked, with the policy it replays actions for: their
+    log-probabilities are those of the dataset's actions, which a tanh-squashed policy would need
+    as pre-tanh samples."""
+    if cfg.policy.distribution != GAUSSIAN:
+        raise ConfigError(
+            f"runner.pretrain_iterations replays dataset actions, whose pre-tanh samples "
+            f"policy.distribution={TANH_GAUSSIAN} would need; use policy.distribution=gaussian for "
+            "pretraining"
+        )
+    return pretrain_settings(cfg.runner.pretrain_dataset)
+
+
+def build_dataset(b: PartBuild) -> DatasetPart:
+    """The replayed dataset's part: its imitation weight and distance."""
+    return DatasetPart(
+        name=b.name, coef=float(b.settings["imitation_loss_coef"]), target=b.cfg.algorithm.distill_target
+    )
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

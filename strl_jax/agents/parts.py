@@ -8,10 +8,13 @@ returns any) are optimised with the policy's under the same name, and the metric
 are the names that are logged.
 
 Every hook has a do-nothing default, so a part writes only the hooks it needs:
-- `init(key, ctx) -> (train, rollout)`: its slices of the two state pytrees (None: nothing).
+- `init(key, ctx) -> (train, rollout)`: its slices of the two state pytrees (None: nothing); the
+  key is split off the run's unless `draws_at_init` is off.
 - `act(...)`: choose the executed action (TPPO's teacher), drawing `step_keys` per-env keys.
 - `on_step(...)`: shape the reward (AMP's style reward), store per-step `fields` for the update,
   advance its rollout state and add to its rollout `sums` (divided by the samples at the end).
+- `on_replayed_step(labels)`: the fields it stores for a step replayed from a dataset (a rollout
+  source other than the envs: no env stepped, nothing acted).
 - `before_update`, `minibatch_inputs`, `losses -> (losses, coefs, metrics)`, `after_update`.
 - `minibatch_update`: a part's own optimiser step on each minibatch (RND's predictor).
 - `augment`: the minibatch the loss sees (rsl_rl's symmetry augmentation): copies appended after
@@ -160,6 +163,9 @@ class Part:
     obs_groups: ClassVar[tuple[str, ...]] = ()  # env observation groups only this part reads
     # TensorBoard section of each metric name the part logs (others go under "Train").
     sections: ClassVar[dict[str, str]] = {}
+    # `init` receives a key split off the run's key; a part that draws nothing there may set
+    # False and leave the run's key (and so every number of a run without it) as it is
+    draws_at_init: ClassVar[bool] = True
 
     def init(self, key: jax.Array, ctx: InitContext) -> tuple[Any, Any]:
         return None, None
@@ -179,6 +185,11 @@ class Part:
         self, train: Any, rollout: Any, ctx: StepContext, env: EnvStep, reward: jax.Array, acted: Any
     ) -> StepOutput:
         return StepOutput(reward=reward, rollout=rollout)
+
+    def on_replayed_step(self, labels: jax.Array) -> dict:
+        """Per-step arrays `[N, ...]` stored for a step replayed from a dataset (`labels`: its
+        imitation targets `[N, A]`); by default none."""
+        return {}
 
     def before_update(self, train: Any, rollout: Any, fields: dict, ctx: UpdateContext) -> Any:
         """The rollout state once the rollout is complete (`fields`: its stored `[T, N, ...]`)."""

@@ -16,10 +16,8 @@ import optax
 from flax import struct
 
 from strl_jax.agents.parts import AugmentContext, LossContext, Part
-from strl_jax.agents.tppo import distillation_loss
 from strl_jax.buffers.gae import compute_gae, normalize_advantages
 from strl_jax.buffers.minibatch import select_columns
-from strl_jax.buffers.rollout_dataset import DATASET_LABELS
 from strl_jax.networks.normalizer import InputNormalization
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -93,7 +91,6 @@ class PPOLossSettings:
     alg: Any  # configs.schema.AlgorithmConfig
     ppo_terms: bool  # False: only the parts' terms (TPPO's `using_ppo: false`, DAgger)
     gae_horizon: int  # steps per GAE segment when advantages are recomputed per minibatch
-    imitation_coef: float  # the pull towards a dataset's actions while pretraining on it
     normalization: InputNormalization  # how observations a part brings become network inputs
     axis_name: str | None = None  # reduce over devices with this axis (None: one device)
 
@@ -181,11 +178,6 @@ def ppo_loss(trainable: dict, inputs: MinibatchInputs, settings: PPOLossSettings
         losses |= part_losses
         coefs |= part_coefs
         metrics |= part_metrics
-    if DATASET_LABELS in batch.parts:  # pretraining on a dataset: pull the mean to its actions
-        labels = batch.parts[DATASET_LABELS]["action_labels"]
-        imitation = distillation_loss(alg.distill_target, mean[:, :originals], std[:, :originals], labels)
-        losses["imitation_loss"], coefs["imitation_loss"] = imitation, settings.imitation_coef
-        metrics["imitation"] = imitation
     return weighted_total(losses, coefs), (losses, metrics, mean[:, :originals], std[:, :originals])
 
 

@@ -4,7 +4,7 @@ The teacher keeps its own network and its own observation normaliser; it reads o
 group of the student's environment (by default `critic`, st_rl's `label_action_with_critic_obs`).
 Its parameters and normaliser statistics travel in the train state, so a resumed run continues
 with exactly the teacher it started with, and the learner never updates them. Loading a teacher
-from a checkpoint is the job of `train_loops.teachers`.
+from a checkpoint is the job of `runners.teachers`.
 """
 
 from __future__ import annotations

@@ -89,8 +89,6 @@ DEFAULTS = {
 }
 # Labels that stand in, trajectory by trajectory, where a defaulted label is not recorded.
 LABEL_FALLBACK = {"mean_actions": "actions"}
-# The transitions' field (under `Transition.parts`) holding the imitation labels of replayed steps.
-DATASET_LABELS = "dataset"
 CYCLE_PASSES = 8
 
 

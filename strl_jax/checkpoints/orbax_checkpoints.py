@@ -24,12 +24,9 @@ that save are released instead of waiting out their timeouts.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
-import logging
 import re
 import shutil
-import threading
 import warnings
 import weakref
 from collections.abc import Callable, Mapping
@@ -48,6 +45,7 @@ from strl_jax.checkpoints.file_record import (
     record_damage,
     record_items,
 )
+from strl_jax.checkpoints.orbax_threads import current_operation, quiet_orbax_errors, release_stranded_writers
 from strl_jax.checkpoints.tree_layout import (
     Layout,
     Signature,
@@ -85,7 +83,7 @@ def open_manager(directory: str | Path, max_to_keep: int | None = None, read_onl
     if recorder is not None:
         options.async_options = _async_options(recorder)
     handlers = {"state": ocp.StandardCheckpointHandler(), "meta": ocp.JsonCheckpointHandler()}
-    _quiet_orbax_errors()
+    quiet_orbax_errors()
     manager = ocp.CheckpointManager(Path(directory).absolute(), item_handlers=handlers, options=options)
     if recorder is not None:
         _RECORDERS[manager] = recorder
@@ -163,8 +161,8 @@ def save_checkpoint(manager, iteration: int, state: Mapping[str, Any], meta: Map
     try:
         manager.save(int(iteration), args=args, force=True)
     except Exception as err:  # noqa: BLE001 - every write failure ends the run the same way
-        raise _write_failure(manager, int(iteration), _current_operation(), err) from None
-    _PENDING[manager] = (int(iteration), _current_operation())
+        raise _write_failure(manager, int(iteration), current_operation(), err) from None
+    _PENDING[manager] = (int(iteration), current_operation())
 
 
 def finish_saves(manager) -> None:
@@ -208,7 +206,7 @@ _PENDING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def _write_failure(manager, step: int | None, operation: str | None, err: BaseException) -> CheckpointError:
     """The one error a failed save ends the run with, after checking what is left on disk."""
-    _release_stranded_writers(operation)
+    release_stranded_writers(operation)
     _drain_errors(manager)
     directory = Path(manager.directory)
     cause = f"{type(err).__name__}: {_first_line(err)}"
@@ -257,72 +255,6 @@ def _newest_intact(directory: Path) -> int | None:
         return None
     finally:
         reader.close()
-
-
-def _current_operation() -> str | None:
-    """Orbax's id of the save just started (its helper threads carry it)."""
-    try:
-        from orbax.checkpoint._src.futures import synchronization
-
-        return synchronization.OperationIdGenerator.get_current_operation_id()
-    except (ImportError, AttributeError):
-        return None
-
-
-def _release_stranded_writers(operation: str | None) -> None:
-    """End the helper threads of a failed orbax save.
-
-    They wait for signals from the part that failed, which never come: without this they hold
-    the process for orbax's coordination timeout (minutes), also at exit, then log timeouts.
-    Each is cancelled and sent the signals it waits for, so it returns without doing anything;
-    the coroutine it would have run is closed (else Python reports it as never awaited at exit).
-    """
-    if operation is None:
-        return
-    try:
-        from orbax.checkpoint._src.futures import future as ocp_future
-
-        thread_type = ocp_future._SignalingThread
-    except (ImportError, AttributeError):
-        return
-    for thread in threading.enumerate():
-        if not isinstance(thread, thread_type) or not thread.is_alive():
-            continue
-        if getattr(thread, "_operation_id", None) != operation:
-            continue
-        thread.cancel()
-        _close_unstarted_coroutines(getattr(thread, "_target", None))
-        signals = getattr(thread, "_receive_signals", None)
-        if signals:
-            ocp_future.set_signals(signals, operation_id=operation)
-
-
-def _close_unstarted_coroutines(function: Any, depth: int = 0) -> None:
-    """Close the not yet started coroutines that `function` (a thread's target) would await."""
-    for cell in getattr(function, "__closure__", None) or ():
-        try:
-            value = cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
-        if inspect.iscoroutine(value):
-            if inspect.getcoroutinestate(value) == inspect.CORO_CREATED:
-                value.close()
-        elif callable(value) and depth < 3:
-            _close_unstarted_coroutines(value, depth + 1)
-
-
-class _OrbaxErrorFilter(logging.Filter):
-    """Drops orbax's own error logs (tracebacks from its writer threads): every failure they
-    describe reaches the user once, as a `CheckpointError` or `CheckpointWarning` with its cause."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.levelno >= logging.ERROR and "orbax" in record.pathname)
-
-
-def _quiet_orbax_errors() -> None:
-    absl_logger = logging.getLogger("absl")
-    if not any(isinstance(f, _OrbaxErrorFilter) for f in absl_logger.filters):
-        absl_logger.addFilter(_OrbaxErrorFilter())
 
 
 def read_meta(manager, step: int) -> dict:

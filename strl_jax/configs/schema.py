@@ -261,28 +261,33 @@ class AlgorithmConfig:
 class RunnerConfig:
     """Rollout length, iteration count, logging, evaluation and checkpoint cadence."""
 
+    # `metadata={"host_only": True}`: only the host loop reads the field, the compiled programs
+    # never do, so runs that differ only in such fields share them (`runners.programs.program_key`)
     num_steps_per_env: int = 24
-    max_iterations: int = 1500
+    max_iterations: int = field(default=1500, metadata={"host_only": True})
     empirical_normalization: bool = True
     # when the observation normalisers absorb a rollout: `after` its update (the next update's first
     # ratio is exactly 1, rsl_rl) or `before` it (brax: the update already sees the new statistics)
     normalizer_update: str = "after"
     normalizer_until: float | None = None
-    log_interval: int = 1  # iterations between metrics.jsonl / TensorBoard rows
-    print_interval: int = 10  # iterations between console summaries
-    eval_interval: int = 10
+    # iterations between metrics.jsonl / TensorBoard rows
+    log_interval: int = field(default=1, metadata={"host_only": True})
+    # iterations between console summaries
+    print_interval: int = field(default=10, metadata={"host_only": True})
+    eval_interval: int = field(default=10, metadata={"host_only": True})
     num_eval_envs: int = 16
-    save_interval: int = 50
-    max_checkpoints_to_keep: int = 5
-    experiment_name: str = ""
-    log_dir: str = ""  # default: runs/<task>/<timestamp>
-    compile_cache: bool = True  # JAX persistent compilation cache under ~/.cache/strl_jax
+    save_interval: int = field(default=50, metadata={"host_only": True})
+    max_checkpoints_to_keep: int = field(default=5, metadata={"host_only": True})
+    experiment_name: str = field(default="", metadata={"host_only": True})
+    log_dir: str = field(default="", metadata={"host_only": True})  # default: runs/<task>/<timestamp>
+    # JAX persistent compilation cache under ~/.cache/strl_jax
+    compile_cache: bool = field(default=True, metadata={"host_only": True})
     num_devices: int | None = None  # devices the envs are sharded over (all processes'); None: all
     # chex/checkify checks of shapes and finiteness inside the iteration (slower: for finding
     # where a NaN first appears); the cheap per-iteration finiteness check is always on.
     debug: bool = False
     # a run whose KL, value loss or action std runs orders of magnitude past what the config asks
-    # for (strl_jax.train_loops.divergence) is warned about once; true also stops it (exit 3, a
+    # for (strl_jax.runners.divergence) is warned about once; true also stops it (exit 3, a
     # population member stops alone), e.g. for sweeps
     stop_on_divergence: bool = False
     # legged_gym/st_rl: the first episode of every env starts at a random step in
@@ -290,20 +295,21 @@ class RunnerConfig:
     init_at_random_ep_len: bool = False
     # where scalars go besides metrics.jsonl: tensorboard, wandb or neptune (rsl_rl's names; the
     # last two are optional extras and also write TensorBoard files)
-    logger: str = "tensorboard"
-    wandb_project: str = "strl_jax"
-    neptune_project: str = "strl_jax"
+    logger: str = field(default="tensorboard", metadata={"host_only": True})
+    wandb_project: str = field(default="strl_jax", metadata={"host_only": True})
+    neptune_project: str = field(default="strl_jax", metadata={"host_only": True})
     # st_rl's add_git_repo_to_log: further repositories (any path inside them) whose commit,
     # status and diff are written to <log_dir>/git/ at the start of every run, besides strl_jax's
-    git_status_repos: tuple[str, ...] = ()
+    git_status_repos: tuple[str, ...] = field(default=(), metadata={"host_only": True})
     # st_rl's ckpt_manipulator: `module:function` mapping the params/normalisers loaded by --load
     # onto this run's shapes (e.g. after an observation component was added): called as
     # fn(loaded, current, **ckpt_manipulator_kwargs) -> loaded', each a nested dict
     # {"params": ..., "normalizers": ...} of numpy arrays; `current` holds this run's fresh ones
-    ckpt_manipulator: str = ""
-    ckpt_manipulator_kwargs: dict = field(default_factory=dict)  # extra keyword arguments for it
+    ckpt_manipulator: str = field(default="", metadata={"host_only": True})
+    # extra keyword arguments for it
+    ckpt_manipulator_kwargs: dict = field(default_factory=dict, metadata={"host_only": True})
     # independent runs trained together in one compiled program (seeds seed, seed + 1, ...), times
-    # the grid of `sweep` values (`strl_jax.train_loops.population`)
+    # the grid of `sweep` values (`strl_jax.runners.population`)
     num_seeds: int = 1
     # st_rl's TwoStageRunner: the first `pretrain_iterations` iterations learn from the transitions
     # of a demonstration dataset (`pretrain_dataset`: data_dir, dataset_loops,

@@ -1,4 +1,4 @@
-"""`sweep`: numeric algorithm/policy fields trained side by side (`train_loops.population`)."""
+"""`sweep`: numeric algorithm/policy fields trained side by side (`runners.population`)."""
 
 from __future__ import annotations
 

@@ -189,11 +189,6 @@ def check_action_distribution(cfg: Any, with_actions: dict[str, tuple[str, str]]
             f"algorithm.clip_min_std clamps the learned std of policy.distribution={GAUSSIAN}; {where} "
             f"outputs its std, which never falls below {TANH_MIN_STD} (set clip_min_std to null)"
         )
-    if cfg.runner.pretrain_iterations > 0:
-        raise ConfigError(
-            f"runner.pretrain_iterations replays dataset actions, whose pre-tanh samples {where} would "
-            "need; use policy.distribution=gaussian for pretraining"
-        )
     if not policy.init_noise_std > TANH_MIN_STD:
         raise ConfigError(
             f"policy.init_noise_std must exceed {TANH_MIN_STD} (brax's min std) with {where}, got "

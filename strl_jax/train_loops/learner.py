@@ -1,15 +1,16 @@
 """One jit-compiled learner iteration: rollout, returns and the whole update, no host round-trip.
 
-The learner holds a run's static pieces (env, policy model, optimiser, update rule, parts) and
-runs the iteration: a rollout from a source (`train_loops.rollout`: the envs, or a demonstration
-dataset), the parts' hooks before and after the update, the update rule (`train_loops.update_rules`:
+The learner is a run's static description (`train_loops.run_spec.RunSpec`: env, policy model,
+optimiser, update rule, parts) with the programs that run over it: a rollout from a source
+(`train_loops.rollout`: the envs, or `train_loops.dataset_rollout`: a demonstration dataset),
+the parts' hooks before and after the update, the update rule (`train_loops.update_rules`:
 `PPOUpdate`, i.e. `train_loops.ppo_update` with the loss `agents.ppo.ppo_loss`, or
 `BehaviorCloningUpdate`, rsl_rl Distillation's truncated BPTT), the normalisers and the
 finiteness checks (`train_loops.finiteness`). It calls each part's hooks in order and never names
 one, and calls the rule's `update` without asking which rule it is. Which update and which parts
-an algorithm uses is `agents.algorithms.ALGORITHMS`; `train_loops.learner_builder` builds them.
+an algorithm uses is `agents.algorithms.ALGORITHMS`; `runners.learner_builder` builds them.
 
-The runner executes `init` and `iteration` per device under `shard_map` (`train_loops.devices`):
+The runner executes `init` and `iteration` per device under `shard_map` (`runners.devices`):
 with `axis_name` set, `env` is the device's share of the envs and every reduction over envs
 (advantage statistics, gradients, KL, normalisers, episode sums) spans all devices.
 """
@@ -17,111 +18,30 @@ with `axis_name` set, `env` is the device's share of the envs and every reductio
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import chex
 import jax
 import jax.numpy as jnp
-import optax
 from flax import struct
 
-from strl_jax.agents.lr_schedulers import LrScheduler
-from strl_jax.agents.parts import InitContext, Part, UpdateContext
-from strl_jax.agents.ppo import (
-    POLICY,
-)
+from strl_jax.agents.parts import InitContext, UpdateContext
 from strl_jax.buffers.history import RolloutHistory, empty_history
-from strl_jax.buffers.rollout_dataset import (
-    DatasetArrays,
-    init_cursor,
-    pretrain_settings,
-)
 from strl_jax.buffers.transitions import Transition
-from strl_jax.collectives import global_env_ids, pmean, psum
-from strl_jax.configs.schema import TrainConfig
+from strl_jax.collectives import pmean, psum
 from strl_jax.envs.vec_env import VecEnv
-from strl_jax.networks.acting import Actor
-from strl_jax.networks.normalizer import InputNormalization, init_normalizer
-from strl_jax.networks.policy import PolicyModel
+from strl_jax.networks.normalizer import init_normalizer
 from strl_jax.train_loops.evaluation import deterministic_episodes
 from strl_jax.train_loops.finiteness import NEVER, check_name, finite
 from strl_jax.train_loops.ppo_update import raw_batch
-from strl_jax.train_loops.rollout import DatasetSource, EnvSource, RolloutSource, rollout
+from strl_jax.train_loops.rollout import EnvSource, RolloutSource, rollout
+from strl_jax.train_loops.run_spec import RunSpec, UpdateOutput
 from strl_jax.train_loops.state import RolloutState, TrainState
-from strl_jax.train_loops.update_rules import UpdateOutput, UpdateRule
 
 
 @struct.dataclass
-class Learner:
-    """Static description of a run: env, policy, optimiser, update and parts. Not a pytree of arrays."""
-
-    env: VecEnv = struct.field(pytree_node=False)
-    model: PolicyModel = struct.field(pytree_node=False)
-    actor: Actor = struct.field(pytree_node=False)
-    cfg: TrainConfig = struct.field(pytree_node=False)
-    optimizer: optax.GradientTransformation = struct.field(pytree_node=False)
-    update_rule: UpdateRule = struct.field(pytree_node=False)
-    parts: tuple[Part, ...] = struct.field(pytree_node=False, default=())
-    # The mesh axis the envs are sharded over (inside `shard_map`); `env` then holds this
-    # device's share of the envs. None: no collectives (one device, unit tests).
-    axis_name: str | None = struct.field(pytree_node=False, default=None)
-    # st_rl's `lr_scheduler_class_name`: stepped once per iteration, after the update (which may
-    # itself change the rate: the adaptive schedule), on the rate in the train state.
-    lr_scheduler: LrScheduler | None = struct.field(pytree_node=False, default=None)
-
-    @property
-    def normalization(self) -> InputNormalization:
-        """The run's one normalisation point (the actor's: acting and learning read alike)."""
-        return self.actor.normalization
-
-    @property
-    def masks_timeouts(self) -> bool:
-        """brax's `bootstrap_on_timeout=False`: time-out steps are masked out of GAE."""
-        return self.cfg.algorithm.timeout_bootstrap == "none"
-
-    def env_ids(self) -> jax.Array:
-        """Global indices of this device's environments."""
-        return global_env_ids(self.env.num_envs, self.axis_name)
-
-    def shard(self, env: VecEnv, axis_name: str | None) -> Learner:
-        """This learner for one device's share `env` of the envs, reducing over `axis_name`."""
-        return self.replace(env=env, axis_name=axis_name)
-
-    def policy_groups(self, obs: dict) -> dict:
-        """The observation groups the policy's normalisers and networks see (parts keep theirs)."""
-        owned = {g for p in self.parts for g in p.obs_groups}
-        return {k: v for k, v in obs.items() if k not in owned}
-
-    def update_context(self, steps: int) -> UpdateContext:
-        return UpdateContext(
-            axis_name=self.axis_name,
-            num_envs=self.env.num_envs,
-            env_ids=self.env_ids(),
-            recurrent=self.model.recurrent,
-            steps=steps,
-        )
-
-    # ---- trainable parameters ------------------------------------------------------------
-    def trainable(self, params: Any, parts: dict) -> dict:
-        """What the optimiser updates: `{"policy": ..., <part>: ...}` (one optimiser, one clip)."""
-        out = {POLICY: params}
-        for p in self.parts:
-            own = p.trainable(parts[p.name])
-            if own is not None:
-                out[p.name] = own
-        return out
-
-    def with_trainable(self, trainable: dict, parts: dict) -> tuple[Any, dict]:
-        """`(policy params, parts' train states)` with the optimised parameters put back."""
-        parts = dict(parts)
-        for p in self.parts:
-            if p.name in trainable:
-                parts[p.name] = p.with_trainable(parts[p.name], trainable[p.name])
-        return trainable[POLICY], parts
-
-    def init_optimizer(self, params: Any, parts: dict) -> Any:
-        """A fresh optimiser state for these parameters (also used to warm-start from a checkpoint)."""
-        return self.optimizer.init(self.trainable(params, parts))
+class Learner(RunSpec):
+    """The run's static description (`RunSpec`) and the compiled programs over it: `init`,
+    `iteration` (rollout, parts' hooks, update, normalisers, checks) and `evaluate`."""
 
     # ---- state -------------------------------------------------------------------------
     def init(self, key: jax.Array) -> tuple[TrainState, RolloutState]:
@@ -142,7 +62,9 @@ class Learner:
         )
         train_parts, rollout_parts = {}, {}
         for p in self.parts:
-            key, part_key = jax.random.split(key)
+            part_key = None
+            if p.draws_at_init:
+                key, part_key = jax.random.split(key)
             train_parts[p.name], rollout_parts[p.name] = p.init(part_key, ctx)
         train_state = TrainState(
             params=params,
@@ -156,26 +78,10 @@ class Learner:
         rollout_state = pending_rollout_state(self, env_key, env_ids[0], rollout_parts)
         if self.history_chunks > 1:
             rollout_state = rollout_state.replace(history=zero_history(self, train_state, rollout_state))
-        if self.cfg.runner.pretrain_iterations > 0:
-            rollout_state = rollout_state.replace(dataset=init_cursor(env_ids))
         # Donated buffers must be distinct: groups that share an array get their own copy.
         return jax.tree.map(jnp.copy, (train_state, rollout_state))
 
-    @property
-    def history_chunks(self) -> int:
-        """Rollouts in each update's batch (st_rl's `buffer_dilation_ratio`)."""
-        return int(self.cfg.algorithm.buffer_dilation_ratio)
-
-    def initial_learning_rate(self) -> jax.Array:
-        lr = jnp.asarray(self.cfg.algorithm.learning_rate, jnp.float32)
-        return lr if self.lr_scheduler is None else self.lr_scheduler.initial(lr)
-
     # ---- acting ------------------------------------------------------------------------
-    def critic_value(self, params, normalizers, obs, hidden):
-        """Value of raw observations, without advancing the hidden state."""
-        nobs = self.normalization.groups(normalizers, obs)
-        return self.model.value(params, nobs, hidden)
-
     def start_episodes(self, rollout_state: RolloutState) -> RolloutState:
         """Every env in its first state, after `init_pending` and `refresh_pool` (`VecEnv.start`)."""
         env_state, obs = self.env.start(rollout_state.env_state)
@@ -190,56 +96,27 @@ class Learner:
         """The env rollout with the current policy (`train_loops.rollout.rollout`)."""
         return rollout(self, train_state, rollout_state, key)
 
-    # ---- PPO update --------------------------------------------------------------------
-
-    # ---- behaviour-cloning update --------------------------------------------------------
-
     # ---- the iteration -----------------------------------------------------------------
     def iteration(self, train_state: TrainState, rollout_state: RolloutState):
-        """Advance the whole system by one iteration; returns new states and metrics.
+        """Advance the whole system by one iteration in the envs; returns new states and metrics.
 
         metrics: `rollout` (episode sums for the host's logging window), `scalars` (everything
         logged as is) and `finite`: per checked quantity (loss terms and gradients of every
         optimiser step, the parameters after the update), the first optimiser step at which it
         was not finite, `NEVER` if it stayed finite; the host stops the run on any failure.
         """
-        return self.iterate(train_state, rollout_state, EnvSource(self))
+        return self.iterate(train_state, rollout_state, EnvSource())
 
-    def pretrain_iteration(
-        self, train_state: TrainState, rollout_state: RolloutState, dataset: DatasetArrays
-    ):
-        """An iteration whose rollout replays demonstration trajectories instead of stepping the
-        env (st_rl's TwoStageRunner pretraining); the envs do not move. Its steps take the
-        dataset settings' fixed `learning_rate` where one is set."""
-        source = DatasetSource(self, dataset)
-        return self.iterate(train_state, rollout_state, source, fixed_rate=self.pretrain_learning_rate)
-
-    @property
-    def pretrain_imitation(self) -> float:
-        """Weight of the pull of the action mean towards the dataset's actions while pretraining."""
-        return float(pretrain_settings(self.cfg.runner.pretrain_dataset)["imitation_loss_coef"])
-
-    @property
-    def pretrain_learning_rate(self) -> float | None:
-        """The fixed rate of the pretraining steps, or None for the algorithm's schedule: the
-        adaptive rule reads the imitation pull as a too-large step and shrinks the rate to its floor."""
-        return pretrain_settings(self.cfg.runner.pretrain_dataset)["learning_rate"]
-
-    def iterate(
-        self,
-        train_state: TrainState,
-        rollout_state: RolloutState,
-        source: RolloutSource,
-        fixed_rate: float | None = None,
-    ):
-        """One iteration with the rollout `source` (`train_loops.rollout`): `(train state',
-        rollout state', metrics)`. `fixed_rate` (static): every optimiser step takes this rate,
-        the adaptive rule and the scheduler do not run, and the train state keeps its rate, so
-        the iterations after this one go on from where the schedule was."""
-        rule = self.update_rule
+    def iterate(self, train_state: TrainState, rollout_state: RolloutState, source: RolloutSource):
+        """One iteration with the rollout `source` (`train_loops.rollout`: the envs, or
+        `train_loops.dataset_rollout`'s replayed dataset): `(train state', rollout state',
+        metrics)`. A source's `fixed_rate` (static): every optimiser step takes this rate, the
+        adaptive rule and the scheduler do not run, and the train state keeps its rate, so the
+        iterations after this one go on from where the schedule was."""
+        rule, fixed_rate = self.update_rule, source.fixed_rate
         key, rollout_key, update_key = self.iteration_keys(train_state.key)
         rollout_state, transitions, sums, bootstrap, source_scalars = source(
-            train_state, rollout_state, rollout_key
+            self, train_state, rollout_state, rollout_key
         )
         steps = self.cfg.runner.num_steps_per_env
         chex.assert_shape(transitions.rewards, (steps, self.env.num_envs))
@@ -266,8 +143,8 @@ class Learner:
         states = (train_state, new_train_state)
         scalars = iteration_scalars(self, states, update, transitions, sums, source_scalars)
         if fixed_rate is not None:
-            scalars["learning_rate"] = update[2]  # the fixed rate the steps took
-        checks = update[4] | parameter_checks(update[0], rule.optimizer_steps(self.cfg))
+            scalars["learning_rate"] = update.learning_rate  # the fixed rate the steps took
+        checks = update.checks | parameter_checks(update.trainable, rule.optimizer_steps(self.cfg))
         rollout_sums = {k: v for k, v in sums.items() if k != "parts"}
         metrics = {"rollout": rollout_sums, "scalars": scalars, "finite": checks}
         return new_train_state, rollout_state, metrics
@@ -292,12 +169,11 @@ class Learner:
         """The next train state: the update's parameters and optimiser, the normalisers (absorbing
         the rollout after the update, unless they did before it), the rate, the parts'
         `after_update`."""
-        trainable, opt_state, lr, _, _, train_parts = update
         normalizers = train_state.normalizers
         if self.normalization.absorbs("after"):
             # After the update, so the first ratio of the next update is exactly 1 (rsl_rl #225).
             normalizers = self.absorb(normalizers, transitions.obs)
-        params, train_parts = self.with_trainable(trainable, train_parts)
+        params, train_parts = self.with_trainable(update.trainable, update.parts)
         train_parts = {
             **train_parts,
             **{
@@ -307,9 +183,9 @@ class Learner:
         }
         return train_state.replace(
             params=params,
-            opt_state=opt_state,
+            opt_state=update.opt_state,
             normalizers=normalizers,
-            learning_rate=self.rate_after(lr, train_state, fixed_rate),
+            learning_rate=self.rate_after(update.learning_rate, train_state, fixed_rate),
             key=key,
             iteration=train_state.iteration + 1,
             parts=train_parts,
@@ -358,7 +234,7 @@ def iteration_scalars(
     """Means over the optimiser steps, the source's scalars, the parts' iteration metrics, the
     learning rate the update leaves and the action std; `states`: the train state before and after."""
     train_state, new_train_state = states
-    update_metrics = update[3]
+    update_metrics = update.metrics
     train_parts = new_train_state.parts
     num_samples = psum(jnp.asarray(transitions.rewards.size, jnp.float32), learner.axis_name)
     scalars = dict(jax.tree.map(jnp.mean, update_metrics)) | source_scalars
@@ -390,10 +266,6 @@ def metric_sections(learner: Learner) -> dict[str, str]:
         "kl": "Loss",
         "learning_rate": "Loss",
         "mean_noise_std": "Policy",
-        "dataset_used_up": "Perf",  # pretraining on a dataset (st_rl's Perf/dataset_*)
-        "dataset_passes": "Perf",
-        "pretraining": "Perf",
-        "imitation": "Loss",
     }
     for p in learner.parts:
         sections |= p.sections

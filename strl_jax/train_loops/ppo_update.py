@@ -4,13 +4,13 @@ policy, as nested `lax.scan`s (`update_rules.PPOUpdate` runs it).
 
 Parts join each minibatch through their hooks (`Part.minibatch_inputs`, and
 `Part.minibatch_update` for a part with an optimiser of its own, e.g. RND's predictor); the update
-never names a part. `learner` is the static `train_loops.learner.Learner` it serves.
+never names a part. `learner` is the static `train_loops.run_spec.RunSpec` it serves.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import chex
 import jax
@@ -34,16 +34,14 @@ from strl_jax.buffers.transitions import Transition
 from strl_jax.collectives import pmean
 from strl_jax.networks.actor_critic import clamp_std
 from strl_jax.train_loops.finiteness import check_name, finite, first_failure
+from strl_jax.train_loops.run_spec import RunSpec, UpdateOutput
 from strl_jax.train_loops.state import TrainState
-
-if TYPE_CHECKING:
-    from strl_jax.train_loops.learner import Learner
 
 RESAMPLE_STREAM = 0x5E5A  # folded into a minibatch's key for `hidden_state_resample_prob`
 ENTROPY_STREAM = 0xE7A0  # ... for the entropy estimate of a squashed distribution
 
 
-def loss_settings(learner: Learner) -> PPOLossSettings:
+def loss_settings(learner: RunSpec) -> PPOLossSettings:
     """The static side of `agents.ppo.ppo_loss` for this learner."""
     return PPOLossSettings(
         model=learner.model,
@@ -51,15 +49,14 @@ def loss_settings(learner: Learner) -> PPOLossSettings:
         alg=learner.cfg.algorithm,
         ppo_terms=learner.update_rule.ppo_terms,
         gae_horizon=learner.cfg.algorithm.gae_horizon or learner.cfg.runner.num_steps_per_env,
-        imitation_coef=learner.pretrain_imitation if learner.cfg.runner.pretrain_iterations > 0 else 0.0,
         normalization=learner.normalization,
         axis_name=learner.axis_name,
     )
 
 
-def minibatch_step(learner: Learner, carry, inputs: MinibatchInputs, adapt: bool = True):
+def minibatch_step(learner: RunSpec, carry, inputs: MinibatchInputs, adapt: bool = True):
     """Adaptive lr from the KL to the acting policy, then one clipped optimiser step.
-    `adapt=False`: the step takes the carried rate as it is (a fixed rate, pretraining's).
+    `adapt=False`: the step takes the carried rate as it is (a fixed rate, a replayed dataset's).
 
     Gradients, KL and loss terms are averaged over devices (equal shares of the minibatch),
     so every device takes the same step and the params stay replicated.
@@ -86,7 +83,7 @@ def minibatch_step(learner: Learner, carry, inputs: MinibatchInputs, adapt: bool
 
 
 def make_batch(
-    learner: Learner,
+    learner: RunSpec,
     train_state: TrainState,
     transitions: Transition,
     last_values: jax.Array,
@@ -124,7 +121,7 @@ def make_batch(
     return batch.replace(**steps), history
 
 
-def raw_batch(learner: Learner, transitions: Transition, last_values: jax.Array) -> PPOBatch:
+def raw_batch(learner: RunSpec, transitions: Transition, last_values: jax.Array) -> PPOBatch:
     """Returns and advantages of one rollout, its observations still raw, `[T, N]`."""
     alg = learner.cfg.algorithm
     if learner.update_rule.ppo_terms:
@@ -172,7 +169,7 @@ class ColumnLayout:
     first_env: jax.Array
 
 
-def column_layout(learner: Learner, steps: int) -> ColumnLayout:
+def column_layout(learner: RunSpec, steps: int) -> ColumnLayout:
     alg = learner.cfg.algorithm
     trajectories = alg.minibatch_unit == "trajectory" and not learner.model.recurrent
     chunks = learner.history_chunks
@@ -185,7 +182,7 @@ def column_layout(learner: Learner, steps: int) -> ColumnLayout:
 
 
 def minibatch_update_fn(
-    learner: Learner,
+    learner: RunSpec,
     train_state: TrainState,
     rollout_parts: dict,
     batch: PPOBatch,
@@ -241,7 +238,7 @@ def early_stop(target_kl: float | None, before, after, stopped: jax.Array, metri
 
 
 def ppo_update(
-    learner: Learner,
+    learner: RunSpec,
     train_state: TrainState,
     rollout_parts: dict,
     transitions: Transition,
@@ -254,11 +251,11 @@ def ppo_update(
 ):
     """GAE, then `num_learning_epochs` x `num_mini_batches` steps, as nested `lax.scan`s.
 
-    Returns `(trainable, opt_state, lr, metrics, checks, parts' train states)` and the rollout
-    history; `metrics` hold one value per optimiser step, `[epochs, minibatches]` (the
-    `learning_rate` each step applied among them). `bootstrap_obs`: the observation after the
-    rollout (recomputed advantages). `orders` `[epochs, minibatches, size]`: the columns of
-    every minibatch in place of the drawn ones, e.g. rsl_rl's (the parity tests' seam).
+    Returns the `UpdateOutput` and the rollout history; its `metrics` hold one value per
+    optimiser step, `[epochs, minibatches]` (the `learning_rate` each step applied among them).
+    `bootstrap_obs`: the observation after the rollout (recomputed advantages). `orders`
+    `[epochs, minibatches, size]`: the columns of every minibatch in place of the drawn ones, e.g.
+    rsl_rl's (the parity tests' seam).
     `adapt=False`: every step takes the train state's rate, which the adaptive rule leaves.
     """
     alg = learner.cfg.algorithm
@@ -296,16 +293,15 @@ def ppo_update(
     xs = (keys, epochs, orders)
     ((trainable, opt_state, lr), own, _), (metrics, checks) = jax.lax.scan(epoch, carry, xs)
     failures = jax.tree.map(lambda ok: first_failure(ok.reshape(-1)), checks)
-    parts = {**train_state.parts, **own}
-    return (trainable, opt_state, lr, metrics, failures, parts), history
+    return UpdateOutput(trainable, opt_state, lr, metrics, failures, {**train_state.parts, **own}), history
 
 
-def own_optimizer_parts(learner: Learner) -> tuple[str, ...]:
+def own_optimizer_parts(learner: RunSpec) -> tuple[str, ...]:
     """The parts that override `Part.minibatch_update` (only their states ride the update's loop)."""
     return tuple(p.name for p in learner.parts if type(p).minibatch_update is not Part.minibatch_update)
 
 
-def own_updates(learner: Learner, own: dict, batch: PPOBatch, ctx: UpdateContext) -> tuple[dict, dict]:
+def own_updates(learner: RunSpec, own: dict, batch: PPOBatch, ctx: UpdateContext) -> tuple[dict, dict]:
     """Each such part's own optimiser step on one minibatch: `(their train states, metrics)`."""
     own, metrics = dict(own), {}
     for p in learner.parts:

@@ -1,17 +1,17 @@
 """The rollout: what one iteration learns from, behind a small source interface.
 
-A rollout source is called as `source(train_state, rollout_state, key)` and returns
+A rollout source is called as `source(learner, train_state, rollout_state, key)` and returns
 `(rollout state', transitions [T, N], sums over steps and devices, (obs, memory) the last values
 bootstrap from, extra scalars)`. `EnvSource` steps the vmapped envs with the current policy
 (`rollout`, one `rollout_step` per env step, time-outs bootstrapped from `timeout_values`);
-`DatasetSource` replays demonstration trajectories instead (st_rl's TwoStageRunner pretraining).
-Both run inside the learner's compiled iteration; `learner` is the static `Learner` they serve.
+`train_loops.dataset_rollout.DatasetSource` replays demonstration trajectories instead. Both run
+inside the learner's compiled iteration; `learner` is the static `RunSpec` they serve.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -20,26 +20,26 @@ from flax import struct
 from strl_jax.agents.parts import EnvStep, StepContext
 from strl_jax.agents.ppo import POLICY
 from strl_jax.buffers.gae import bootstrap_timeouts
-from strl_jax.buffers.rollout_dataset import DATASET_LABELS, DatasetArrays, advance, envs_used_up, step_index
 from strl_jax.buffers.transitions import Transition
-from strl_jax.collectives import env_keys, pmean, psum
+from strl_jax.collectives import env_keys, psum
 from strl_jax.masked_rows import reserved_rows, where_rows
-from strl_jax.networks.gaussian import gaussian_log_prob
 from strl_jax.networks.policy import reset_hidden_groups
+from strl_jax.train_loops.run_spec import RunSpec
 from strl_jax.train_loops.state import RolloutState, TrainState
-
-if TYPE_CHECKING:
-    from strl_jax.train_loops.learner import Learner
 
 # `(rollout state', transitions, sums, (obs, memory) to bootstrap from, extra scalars)`
 RolloutOutput = tuple[RolloutState, Transition, dict, tuple[dict, Any], dict]
 
 
 class RolloutSource(Protocol):
-    """Where an iteration's transitions come from."""
+    """Where an iteration's transitions come from (a pytree: its arrays are program arguments)."""
+
+    # every optimiser step of an iteration on this source takes this rate, and the adaptive rule
+    # and the scheduler do not run (None: the algorithm's schedule)
+    fixed_rate: float | None
 
     def __call__(
-        self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array
+        self, learner: RunSpec, train_state: TrainState, rollout_state: RolloutState, key: jax.Array
     ) -> RolloutOutput: ...
 
 
@@ -47,21 +47,12 @@ class RolloutSource(Protocol):
 class EnvSource:
     """The envs, stepped with the current policy."""
 
-    learner: Learner = struct.field(pytree_node=False)
+    fixed_rate: float | None = struct.field(pytree_node=False, default=None)
 
-    def __call__(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array) -> RolloutOutput:
-        return env_rollout(self.learner, train_state, rollout_state, key)
-
-
-@struct.dataclass
-class DatasetSource:
-    """Demonstration trajectories replayed as rollouts; the envs do not move."""
-
-    learner: Learner = struct.field(pytree_node=False)
-    dataset: DatasetArrays
-
-    def __call__(self, train_state: TrainState, rollout_state: RolloutState, key: jax.Array) -> RolloutOutput:
-        return dataset_rollout(self.learner, self.dataset, train_state, rollout_state, key)
+    def __call__(
+        self, learner: RunSpec, train_state: TrainState, rollout_state: RolloutState, key: jax.Array
+    ) -> RolloutOutput:
+        return env_rollout(learner, train_state, rollout_state, key)
 
 
 def timeout_rows(num_envs: int, episode_length: int) -> int:
@@ -71,7 +62,7 @@ def timeout_rows(num_envs: int, episode_length: int) -> int:
 
 
 def timeout_values(
-    learner: Learner, params, normalizers, final_obs, hidden, truncated: jax.Array
+    learner: RunSpec, params, normalizers, final_obs, hidden, truncated: jax.Array
 ) -> jax.Array:
     """V(final observation) of the envs whose episode was truncated this step, 0 elsewhere.
 
@@ -90,7 +81,7 @@ def timeout_values(
     )
 
 
-def step_keys(learner: Learner, keys: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+def step_keys(learner: RunSpec, keys: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
     """`(sampling keys [N], {part: [k, N] keys})`: per-env keys split for the parts that draw,
     and under `POLICY` for the policy's own draws (estimator replacement masks)."""
     wanted = [(p.name, p.step_keys) for p in learner.parts if p.step_keys]
@@ -106,7 +97,7 @@ def step_keys(learner: Learner, keys: jax.Array) -> tuple[jax.Array, dict[str, j
     return split[0], out
 
 
-def rollout_step(learner: Learner, train_state: TrainState, rs: RolloutState, step_key: jax.Array):
+def rollout_step(learner: RunSpec, train_state: TrainState, rs: RolloutState, step_key: jax.Array):
     """One vmapped env step: `(rollout state', transition, step sums)`."""
     cfg = learner.cfg
     params, normalizers = train_state.params, train_state.normalizers
@@ -165,7 +156,7 @@ def rollout_step(learner: Learner, train_state: TrainState, rs: RolloutState, st
 
 
 def timeout_bootstrap_values(
-    learner: Learner, train_state: TrainState, res: Any, hidden: Any, values: jax.Array
+    learner: RunSpec, train_state: TrainState, res: Any, hidden: Any, values: jax.Array
 ):
     """What a time-out step's reward is bootstrapped with (`algorithm.timeout_bootstrap`)."""
     how = learner.cfg.algorithm.timeout_bootstrap
@@ -179,7 +170,7 @@ def timeout_bootstrap_values(
 
 
 def parts_on_step(
-    learner: Learner,
+    learner: RunSpec,
     train_state: TrainState,
     rs: RolloutState,
     ctx: StepContext,
@@ -223,7 +214,6 @@ def next_rollout_state(
         hidden=reset_hidden_groups(hidden, done),
         parts=rollout_parts,
         history=rs.history,
-        dataset=rs.dataset,
     )
     return rs, sums
 
@@ -243,7 +233,7 @@ def episode_sums(
     }
 
 
-def rollout(learner: Learner, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
+def rollout(learner: RunSpec, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
     """`num_steps_per_env` vmapped env steps with the current policy, as a `lax.scan`.
 
     Returns `(rollout state', transitions [T, N], sums over steps and devices)`; the parts
@@ -265,65 +255,7 @@ def rollout(learner: Learner, train_state: TrainState, rollout_state: RolloutSta
     return rollout_state, transitions.replace(initial_hidden=initial_hidden), sums
 
 
-def env_rollout(learner: Learner, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
+def env_rollout(learner: RunSpec, train_state: TrainState, rollout_state: RolloutState, key: jax.Array):
     """`rollout`, and what the last values bootstrap from: the env's observation and memory."""
     rollout_state, transitions, sums = rollout(learner, train_state, rollout_state, key)
     return rollout_state, transitions, sums, (rollout_state.obs, rollout_state.hidden), {}
-
-
-def dataset_rollout(
-    learner: Learner,
-    dataset: DatasetArrays,
-    train_state: TrainState,
-    rollout_state: RolloutState,
-    key: jax.Array,
-):
-    """`num_steps_per_env` replayed steps per virtual env: the dataset's observations, actions,
-    rewards and dones, with the current policy's values, log-probabilities, mean and std of
-    those actions (st_rl's `collect_transition_from_dataset`), and the imitation term's labels
-    (`imitation_labels`). Time-outs bootstrap from the value of the last observation (the
-    datasets hold no final observation)."""
-    del key  # nothing is drawn: the actions are the dataset's
-    alg = learner.cfg.algorithm
-    params, normalizers = train_state.params, train_state.normalizers
-    hidden = learner.model.initial_hidden(learner.env.num_envs)
-    no_fields = {p.name: {} for p in learner.parts}  # parts store nothing for replayed steps
-
-    def imitation_labels(labels: jax.Array) -> dict:
-        return {DATASET_LABELS: {"action_labels": labels}} if learner.pretrain_imitation else {}
-
-    def step(cursor, _):
-        index = step_index(dataset, cursor)
-        obs = {k: v[index] for k, v in dataset.obs.items()}
-        mean, std, _, _ = learner.actor.forward(params, normalizers, obs, hidden, {})
-        values = learner.model.value(params, learner.normalization.groups(normalizers, obs), hidden)
-        actions, done = dataset.actions[index], dataset.dones[index]
-        reward = dataset.rewards[index]
-        truncated = (dataset.timeouts[index] * done) > 0
-        transition = Transition(
-            obs=obs,
-            actions=actions,
-            log_prob=gaussian_log_prob(actions, mean, std),
-            mean=mean,
-            std=std,
-            values=values,
-            rewards=bootstrap_timeouts(reward * alg.reward_scale, truncated, values, alg.gamma),
-            dones=done,
-            parts=no_fields | imitation_labels(dataset.labels[index]),
-        )
-        sums = episode_sums(cursor.episode_return + reward, cursor.episode_length + 1, {}, reward, done)
-        sums |= {"parts": no_fields}
-        return advance(dataset, cursor, index, learner.cfg.env.num_envs), (transition, sums)
-
-    cursor, (transitions, step_sums) = jax.lax.scan(
-        step, rollout_state.dataset, None, length=learner.cfg.runner.num_steps_per_env
-    )
-    sums = psum(jax.tree.map(lambda x: x.sum(0), step_sums), learner.axis_name)
-    rollout_state = rollout_state.replace(dataset=cursor)
-    last_obs = {k: v[step_index(dataset, cursor)] for k, v in dataset.obs.items()}
-    used_up = psum(envs_used_up(dataset, cursor), learner.axis_name)
-    scalars = {
-        "dataset_used_up": (used_up >= learner.cfg.env.num_envs).astype(jnp.float32),
-        "dataset_passes": pmean(jnp.mean(cursor.position / dataset.num_trajectories), learner.axis_name),
-    }
-    return rollout_state, transitions.replace(initial_hidden=hidden), sums, (last_obs, hidden), scalars

@@ -38,6 +38,3 @@ class RolloutState:
     parts: dict[str, Any] = struct.field(default_factory=dict)  # each part's rollout state, by part name
     # the rollouts before this one that the update also learns from (`buffers.history`), or None
     history: Any = None
-    # where each virtual env is in the demonstration dataset (`buffers.rollout_dataset`) of a run
-    # with `runner.pretrain_iterations`, or None
-    dataset: Any = None

@@ -3,15 +3,14 @@
 `PPOUpdate`: GAE, then `num_learning_epochs` x `num_mini_batches` steps of `agents.ppo.ppo_loss`
 with the adaptive lr (`train_loops.ppo_update`). `BehaviorCloningUpdate`: rsl_rl Distillation's
 truncated BPTT towards stored labels (`agents.distillation.bptt_update`). The learner calls
-`update` and `optimizer_steps` of whichever rule it holds and never asks which one it is.
+`update` and `optimizer_steps` of whichever rule it holds (`run_spec.UpdateRule`) and never asks
+which one it is.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Protocol
 
-import jax
 import jax.numpy as jnp
 
 from strl_jax.agents.distillation import DistillationBatch, bptt_update, step_order
@@ -22,34 +21,8 @@ from strl_jax.networks.actor_critic import clamp_std
 from strl_jax.networks.policy import reset_hidden_groups
 from strl_jax.train_loops.finiteness import NEVER, check_name, first_failure
 from strl_jax.train_loops.ppo_update import ppo_update
-from strl_jax.train_loops.state import RolloutState, TrainState
-
-# `(trainable, opt_state, learning rate, metrics, finiteness checks, parts' train states)`
-UpdateOutput = tuple[dict, Any, jax.Array, dict, dict, dict]
-
-
-class UpdateRule(Protocol):
-    """What the learner asks of an update rule."""
-
-    splits_key: bool  # the update draws from its own key (one more split of the run key)
-
-    def update(
-        self,
-        learner: Any,
-        train_state: TrainState,
-        rollout_state: RolloutState,
-        transitions: Transition,
-        bootstrap: tuple[dict, Any],
-        key: jax.Array | None,
-        adapt: bool = True,
-    ) -> tuple[UpdateOutput, RolloutState]:
-        """The update on one rollout; `bootstrap`: the observation and memory after it.
-        `adapt=False`: the steps take the train state's rate as it is (a fixed rate)."""
-        ...
-
-    def optimizer_steps(self, cfg: TrainConfig) -> int:
-        """Optimiser steps per update (the step index the parameter checks report)."""
-        ...
+from strl_jax.train_loops.run_spec import RunSpec, UpdateOutput
+from strl_jax.train_loops.state import TrainState
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,8 +73,8 @@ class BehaviorCloningUpdate:
         return cfg.algorithm.num_learning_epochs * cfg.runner.num_steps_per_env // self.gradient_length
 
 
-def cloning_update(learner: Any, train_state: TrainState, transitions: Transition) -> UpdateOutput:
-    """rsl_rl's Distillation update: `(trainable, opt_state, lr, metrics, checks, parts)`."""
+def cloning_update(learner: RunSpec, train_state: TrainState, transitions: Transition) -> UpdateOutput:
+    """rsl_rl's Distillation update."""
     rule = learner.update_rule
     alg = learner.cfg.algorithm
     batch = DistillationBatch(
@@ -134,11 +107,11 @@ def cloning_update(learner: Any, train_state: TrainState, transitions: Transitio
     step = first_failure(jnp.isfinite(losses))  # losses are per rollout step; report the window
     step = jnp.where(step == NEVER, NEVER, step // rule.gradient_length)
     checks = {check_name(1, "loss term behavior_loss"): step}
-    return (
-        {**trainable, POLICY: policy},
-        opt_state,
-        train_state.learning_rate,
-        {"distillation": loss},
-        checks,
-        train_state.parts,
+    return UpdateOutput(
+        trainable={**trainable, POLICY: policy},
+        opt_state=opt_state,
+        learning_rate=train_state.learning_rate,
+        metrics={"distillation": loss},
+        checks=checks,
+        parts=train_state.parts,
     )

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from strl_jax.records.remote_writers import make_remote_writer
 from strl_jax.train_loops.evaluation import LOCOMOTION_METRICS
-from strl_jax.train_loops.remote_writers import make_remote_writer
 
 
 def import_summary_writer() -> type:

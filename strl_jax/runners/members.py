@@ -20,9 +20,11 @@ from strl_jax.checkpoints.orbax_checkpoints import (
 from strl_jax.configs.loader import config_to_dict
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.errors import ConfigError
-from strl_jax.train_loops.code_state import store_code_state
-from strl_jax.train_loops.devices import is_primary
-from strl_jax.train_loops.population import (
+from strl_jax.records.code_state import store_code_state
+from strl_jax.records.metric_rows import empty_window
+from strl_jax.records.run_logger import RunLogger
+from strl_jax.runners.devices import is_primary
+from strl_jax.runners.population import (
     POPULATION_FILE,
     RUNNING,
     is_population,
@@ -32,7 +34,6 @@ from strl_jax.train_loops.population import (
     sweep_settings,
     write_population_file,
 )
-from strl_jax.train_loops.run_logger import RunLogger
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,10 +57,6 @@ def roster(cfg: TrainConfig) -> Roster:
     return Roster(members, names, paths, population=True)
 
 
-def empty_window() -> dict[str, Any]:
-    return {"episodes": 0.0, "return_sum": 0.0, "length_sum": 0.0, "metrics": {}}
-
-
 @dataclasses.dataclass
 class Member:
     """One member of the loop: its folder, checkpoints, logger and logging window."""
@@ -73,11 +70,6 @@ class Member:
     status: str = RUNNING
     trial: Any = None
     divergence_warned: bool = False  # the divergence warning is given once per run
-
-
-def steps_per_iteration(cfg: TrainConfig) -> int:
-    """Policy steps collected per iteration (rsl_rl's 'timesteps'; Brax counts x action_repeat)."""
-    return cfg.env.num_envs * cfg.runner.num_steps_per_env
 
 
 def run_keys(cfg: TrainConfig) -> tuple[jax.Array, jax.Array]:

@@ -14,13 +14,13 @@ import jax
 
 from strl_jax.agents.algorithms import PARTS, AlgorithmSpec, active_parts, algorithm_spec, part_build
 from strl_jax.agents.lr_schedulers import make_lr_scheduler
-from strl_jax.agents.ppo import make_optimizer
+from strl_jax.agents.ppo import POLICY, make_optimizer
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.vec_env import VecEnv
 from strl_jax.networks.acting import make_actor
 from strl_jax.networks.policy import PolicyModel, make_policy_model
-from strl_jax.train_loops.learner import POLICY, Learner
-from strl_jax.train_loops.teachers import load_teacher
+from strl_jax.runners.teachers import load_teacher
+from strl_jax.train_loops.learner import Learner
 from strl_jax.train_loops.update_rules import BehaviorCloningUpdate, PPOUpdate
 
 

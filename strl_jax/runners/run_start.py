@@ -22,9 +22,9 @@ from strl_jax.checkpoints.orbax_checkpoints import (
 from strl_jax.checkpoints.torch_checkpoints import load_torch_params_and_normalizers
 from strl_jax.checkpoints.tree_layout import as_nested_dict
 from strl_jax.configs.schema import TrainConfig
-from strl_jax.train_loops.devices import is_primary, local_copy, sync_processes
-from strl_jax.train_loops.members import Member, run_keys
-from strl_jax.train_loops.stages import fresh_stage
+from strl_jax.runners.devices import is_primary, local_copy, sync_processes
+from strl_jax.runners.members import Member, run_keys
+from strl_jax.runners.stages import fresh_stage
 from strl_jax.user_functions import import_function
 
 
@@ -38,8 +38,8 @@ def initial_state(
     load: str | Path | None,
 ) -> tuple[Any, Any, dict[str, Any]]:
     """`(train_state, rollout_state, run meta)` to start the loop from: the meta holds the elapsed
-    seconds (`wall_time`) and the pretraining `stage`; each member's logging window is set from
-    its checkpoint."""
+    seconds (`wall_time`) and the two-stage `stage` (`runners.stages`); each member's logging
+    window is set from its checkpoint."""
     if resume:
         states, meta = restore_members(programs, members, checkpoint)
         meta = {"wall_time": float(meta["wall_time"]), "stage": meta.get("stage", fresh_stage())}

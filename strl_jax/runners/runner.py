@@ -6,7 +6,7 @@ and the iteration. So a run stopped and resumed writes the same numbers as one t
 stopped.
 
 A plain run is a population of one: one loop advances every member of the run
-(`train_loops.members`), started by `train_loops.run_start` from `train_loops.programs`.
+(`runners.members`), started by `runners.run_start` from `runners.programs`.
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.entry_points import entry_point_of, register_env, registered, task_dir_name
 from strl_jax.envs.tasks import with_episode_length
 from strl_jax.errors import DivergenceError, DivergenceWarning, NonFiniteError
-from strl_jax.train_loops.devices import any_process, is_primary, local_copy
-from strl_jax.train_loops.divergence import diverged, divergence_message
-from strl_jax.train_loops.finiteness import first_non_finite
-from strl_jax.train_loops.learner import metric_sections
-from strl_jax.train_loops.member_logging import log_iteration, printing
-from strl_jax.train_loops.members import (
+from strl_jax.records.metric_rows import printing, steps_per_iteration
+from strl_jax.records.run_logger import population_summary
+from strl_jax.runners.devices import any_process, is_primary, local_copy
+from strl_jax.runners.divergence import diverged, divergence_message
+from strl_jax.runners.member_logging import log_iteration
+from strl_jax.runners.members import (
     Member,
     Roster,
     any_running,
@@ -45,10 +45,9 @@ from strl_jax.train_loops.members import (
     run_keys,
     save_members,
     start_members,
-    steps_per_iteration,
 )
-from strl_jax.train_loops.population import DIVERGED, POPULATION_FILE, PRUNED, RUNNING, write_population_file
-from strl_jax.train_loops.programs import (
+from strl_jax.runners.population import DIVERGED, POPULATION_FILE, PRUNED, RUNNING, write_population_file
+from strl_jax.runners.programs import (
     Programs,
     build_programs,
     enable_compilation_cache,
@@ -56,9 +55,10 @@ from strl_jax.train_loops.programs import (
     release_programs,
     training_env,
 )
-from strl_jax.train_loops.run_logger import population_summary
-from strl_jax.train_loops.run_start import initial_state
-from strl_jax.train_loops.stages import advance_stage, pretrain_dataset, pretraining
+from strl_jax.runners.run_start import initial_state
+from strl_jax.runners.stages import STAGE_SECTIONS, advance_stage, stage_programs
+from strl_jax.train_loops.finiteness import first_non_finite
+from strl_jax.train_loops.learner import metric_sections
 
 __all__ = [
     "Programs",
@@ -194,7 +194,7 @@ def train(
     iterations from wherever the run starts (rsl_rl's `learn(num_learning_iterations)`).
 
     With `runner.num_seeds > 1` or a `sweep`, every member of the population trains in one
-    program (`train_loops.population`); `log_dir` then holds a run folder per member and
+    program (`runners.population`); `log_dir` then holds a run folder per member and
     `TrainResult.members` their results.
 
     `trial` is st_rl's hyperparameter-search hook (an Optuna trial, or anything with `report(value,
@@ -236,7 +236,7 @@ def start_run(
     trial_metric: str,
 ) -> tuple[Loop, Any, Any]:
     """The programs, every member's folder, checkpoints and logger, and the states the loop
-    starts from (`train_loops.run_start`)."""
+    starts from (`runners.run_start`)."""
     programs = build_programs(cfg)
     run = roster(cfg)
     trials = member_trials(trial, len(run.configs))
@@ -256,7 +256,7 @@ def start_run(
         for member in members:
             member.cfg = with_max_iterations(member.cfg, start_iteration + more_iterations)
     resumed_at = start_iteration if resume else None
-    sections = metric_sections(programs.learner)
+    sections = metric_sections(programs.learner) | STAGE_SECTIONS
     start_members(cfg, run, members, log_dir, sections, resumed_at, start_iteration, verbose)
     loop = Loop(
         cfg=cfg,
@@ -280,18 +280,14 @@ def run_loop(loop: Loop, train_state: Any, rollout_state: Any) -> tuple[Any, Any
     every checkpoint in flight is waited for and the loggers closed however it ends."""
     runner, programs = loop.cfg.runner, loop.programs
     iteration = loop.start_iteration
-    dataset = pretrain_dataset(loop.cfg, programs) if pretraining(runner, loop.stage, iteration) else None
+    next_iteration = stage_programs(loop.cfg, programs, loop.stage, iteration)
     if loop.verbose and iteration >= runner.max_iterations:
         print(f"run is at iteration {iteration} >= runner.max_iterations={runner.max_iterations}")
     try:
         while (
             iteration < runner.max_iterations and loop.stop.signal_name is None and any_running(loop.members)
         ):
-            if pretraining(runner, loop.stage, iteration):
-                states = programs.sharded.pretrain(train_state, rollout_state, dataset)
-            else:
-                states = programs.env_iteration(train_state, rollout_state)
-            train_state, rollout_state, metrics = states
+            train_state, rollout_state, metrics = next_iteration(iteration, train_state, rollout_state)
             iteration += 1
             after_iteration(loop, train_state, jax.device_get(local_copy(metrics)), iteration)
             if saving(loop, iteration):
@@ -384,7 +380,7 @@ def last_good_state(saved: int | None, log_dir: Path) -> str:
 
 
 def watch_divergence(loop: Loop, metrics: dict, iteration: int) -> bool:
-    """Warn, once per run, about a member whose finite numbers ran away (`train_loops.divergence`);
+    """Warn, once per run, about a member whose finite numbers ran away (`runners.divergence`);
     with `runner.stop_on_divergence` a plain run stops before this iteration is logged or saved,
     a population member stops alone. True if a member's status changed."""
     runner = loop.cfg.runner

@@ -1,5 +1,5 @@
-"""Each member's logging: its window of completed episodes, its metrics.jsonl rows, its
-evaluations and its trial."""
+"""Each member's logging in the host loop: its window of completed episodes, its metrics.jsonl
+rows (`records.metric_rows`), its evaluations and its trial."""
 
 from __future__ import annotations
 
@@ -8,64 +8,15 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from strl_jax.errors import ConfigError
-from strl_jax.train_loops.devices import is_primary, local_copy
+from strl_jax.records.metric_rows import accumulate, empty_window, printing, row_from_metrics
+from strl_jax.runners.devices import is_primary, local_copy
+from strl_jax.runners.members import Member, run_keys
+from strl_jax.runners.population import DIVERGED, PRUNED, RUNNING
+from strl_jax.runners.stages import dataset_iterations, stage_row
 from strl_jax.train_loops.evaluation import LOCOMOTION_METRICS
 from strl_jax.train_loops.finiteness import first_non_finite
-from strl_jax.train_loops.members import Member, empty_window, run_keys, steps_per_iteration
-from strl_jax.train_loops.population import DIVERGED, PRUNED, RUNNING
-
-
-def row_from_metrics(
-    iteration: int,
-    cfg: Any,
-    metrics: dict,
-    window: dict,
-    wall: float,
-    dt: float,
-    pretrained: int = 0,
-) -> dict[str, Any]:
-    """Turn one iteration's device metrics (already on host) into a metrics.jsonl row: the
-    episode statistics of the logging window, then every scalar the learner reports.
-    `pretrained` iterations learned from a dataset: they took no env steps."""
-    episodes = window["episodes"]
-    row: dict[str, Any] = {
-        "iteration": iteration,
-        "env_steps": (iteration - pretrained) * steps_per_iteration(cfg),
-        "wall_time": round(wall, 4),
-        "iteration_time": round(dt, 4),
-        "fps": steps_per_iteration(cfg) / dt if dt > 0 else 0.0,
-        "mean_reward": window["return_sum"] / episodes if episodes else None,
-        "mean_episode_length": window["length_sum"] / episodes if episodes else None,
-        "episodes": int(episodes),
-        "mean_step_reward": float(metrics["rollout"]["reward_sum"]) / steps_per_iteration(cfg),
-    }
-    row.update({key: float(value) for key, value in metrics["scalars"].items()})
-    if episodes:
-        for key, value in window["metrics"].items():
-            row[f"episode/{key}"] = value / episodes
-    return row
-
-
-def accumulate(window: dict[str, Any], metrics: dict) -> None:
-    """Sum completed-episode statistics over the iterations of one log interval."""
-    rollout = metrics["rollout"]
-    for key in ("episodes", "return_sum", "length_sum"):
-        window[key] += float(rollout[key])
-    for key, value in rollout["metrics"].items():
-        window["metrics"][key] = window["metrics"].get(key, 0.0) + float(np.asarray(value))
-
-
-def printing(runner: Any, iteration: int, start_iteration: int) -> bool:
-    """Console summaries: every `print_interval`, the first and the last logged iteration."""
-    logged = iteration % runner.log_interval == 0 or iteration == runner.max_iterations
-    return logged and (
-        iteration % runner.print_interval == 0
-        or iteration == runner.max_iterations
-        or iteration == start_iteration + 1
-    )
 
 
 def evaluate_members(programs: Any, members: list[Member], train_state: Any, iteration: int) -> list[dict]:
@@ -152,10 +103,9 @@ def write_row(
     """Write (and print, on printing iterations) the member's row of its window, which starts anew."""
     wall = clock["offset"] + now - clock["start"]
     row = row_from_metrics(
-        iteration, member.cfg, metrics, member.window, wall, now - clock["last"], stage["pretrained"]
+        iteration, member.cfg, metrics, member.window, wall, now - clock["last"], dataset_iterations(stage)
     )
-    if "dataset_used_up" in metrics["scalars"]:
-        row["pretraining"] = 1.0
+    row |= stage_row(metrics)
     if evals is not None:
         row.update(evals)
         row["wall_time"] = round(clock["offset"] + time.time() - clock["start"], 4)

@@ -18,10 +18,10 @@ import jax
 
 from strl_jax.agents.algorithms import algorithm_spec, env_groups
 from strl_jax.configs.loader import config_to_dict
-from strl_jax.configs.schema import TrainConfig
+from strl_jax.configs.schema import RunnerConfig, TrainConfig
 from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.envs.vec_env import VecEnv, release_single_env_programs
-from strl_jax.train_loops.devices import (
+from strl_jax.runners.devices import (
     MemberAxis,
     OneMember,
     ShardedPrograms,
@@ -30,34 +30,20 @@ from strl_jax.train_loops.devices import (
     make_env_mesh,
     shard_programs,
 )
-from strl_jax.train_loops.learner import Learner
-from strl_jax.train_loops.learner_builder import make_learner
-from strl_jax.train_loops.population import (
+from strl_jax.runners.learner_builder import make_learner
+from strl_jax.runners.population import (
     MemberLearners,
     is_population,
     member_configs,
     sweep_settings,
     swept_values,
 )
+from strl_jax.train_loops.learner import Learner
 
-# Config fields only the host loop reads: runs that differ only in these share compiled programs
-# (and the learner's copy of the config). A field the jitted code starts to read must leave this list.
-HOST_ONLY_RUNNER_FIELDS = (
-    "max_iterations",
-    "log_interval",
-    "print_interval",
-    "eval_interval",
-    "save_interval",
-    "max_checkpoints_to_keep",
-    "experiment_name",
-    "log_dir",
-    "compile_cache",
-    "logger",
-    "wandb_project",
-    "neptune_project",
-    "git_status_repos",
-    "ckpt_manipulator",
-    "ckpt_manipulator_kwargs",
+# Runner fields only the host loop reads (the schema marks them `host_only`): runs that differ only
+# in these share compiled programs (and the learner's copy of the config).
+HOST_ONLY_RUNNER_FIELDS = tuple(
+    f.name for f in dataclasses.fields(RunnerConfig) if f.metadata.get("host_only")
 )
 
 
@@ -145,7 +131,7 @@ def evaluation_env(env: VecEnv, cfg: TrainConfig) -> VecEnv:
 
 def member_axis(cfg: TrainConfig, members: list[TrainConfig], env: VecEnv, learner: Learner) -> MemberAxis:
     """A plain run's one member, or a population's members built inside a vmap from traced
-    swept values (`train_loops.population`); `learner` is member 0's."""
+    swept values (`runners.population`); `learner` is member 0's."""
     if not is_population(cfg):
         return OneMember(learner)
     learners = MemberLearners(

@@ -26,6 +26,7 @@ from strl_jax.collectives import ENV_AXIS
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.errors import ConfigError, NonFiniteError
 from strl_jax.networks.policy_classes import policy_class
+from strl_jax.train_loops.learner import Learner
 
 REPLICATED = PartitionSpec()
 
@@ -89,8 +90,9 @@ class ShardedPrograms:
     iteration: Any
     train_sharding: Any  # pytree of NamedSharding like the TrainState
     rollout_sharding: Any  # pytree of NamedSharding like the RolloutState
-    # `(train_state, rollout_state, dataset arrays)`: an iteration on demonstration data, or None
-    pretrain: Any = None
+    # `(train_state, rollout_state, source)`: the donating iteration on another rollout source
+    # (`train_loops.rollout.RolloutSource`, e.g. a replayed dataset), compiled when first called
+    on_source: Any = None
     # the donating `rollout_state -> rollout_state` that draws the env's initial-state pool before
     # each env iteration (`VecEnv.refresh_pool`), or None when the env resets in its step
     refresh: Any = None
@@ -155,19 +157,22 @@ class WithValues:
 
 
 def shard_programs(axis: MemberAxis, template: Any, cfg: TrainConfig, mesh: Mesh) -> ShardedPrograms:
-    """`init(key)` (a population: `keys [M]`), the donating `iteration`, the pool refresh and,
-    with pretraining, `pretrain`, of every member of `axis` at once over `mesh`: each device steps
-    its share of every member's envs. `template` is member 0's learner, built for all the envs."""
+    """`init(key)` (a population: `keys [M]`), the donating `iteration`, the pool refresh and the
+    iteration on another rollout source, `on_source`, of every member of `axis` at once over
+    `mesh`: each device steps its share of every member's envs. `template` is member 0's learner,
+    built for all the envs."""
     local_env = template.env.replace(num_envs=check_env_split(cfg, mesh))
     local_template = template.shard(local_env, ENV_AXIS)
     train_abs, rollout_abs = jax.eval_shape(template.init, jax.random.PRNGKey(0))
     rollout_spec = axis.specs(rollout_specs(rollout_abs))
 
-    def per_member(method: str, in_axes: Any = 0) -> Callable:
-        def each(values: dict, *args: Any) -> Any:
-            return getattr(axis(values).shard(local_env, ENV_AXIS), method)(*args)
+    def per_member(program: Callable, in_axes: Any = 0) -> Callable:
+        """`program(learner, *args)` of every member, each with its own learner on this device's envs."""
 
-        each.__name__ = each.__qualname__ = method  # names the compiled program (profiles)
+        def each(values: dict, *args: Any) -> Any:
+            return program(axis(values).shard(local_env, ENV_AXIS), *args)
+
+        each.__name__ = each.__qualname__ = program.__name__  # names the compiled program (profiles)
         return axis.lift(each, in_axes)
 
     def sharded(fn, in_specs, out_specs):
@@ -183,24 +188,22 @@ def shard_programs(axis: MemberAxis, template: Any, cfg: TrainConfig, mesh: Mesh
         sharded(axis.lift(local_template.start_episodes), (rollout_spec,), rollout_spec), donate_argnums=0
     )
     init_fn = jax.jit(
-        sharded(per_member("init_pending"), (REPLICATED, REPLICATED), (REPLICATED, rollout_spec))
+        sharded(per_member(Learner.init_pending), (REPLICATED, REPLICATED), (REPLICATED, rollout_spec))
     )
     out_specs = (REPLICATED, rollout_spec, REPLICATED)
-    iteration = sharded(per_member("iteration"), (REPLICATED, REPLICATED, rollout_spec), out_specs)
+    iteration = sharded(per_member(Learner.iteration), (REPLICATED, REPLICATED, rollout_spec), out_specs)
     if cfg.runner.debug:
         iteration = checked_iteration(iteration, donate_argnums=(1, 2))
     else:
         iteration = jax.jit(iteration, donate_argnums=(1, 2))
-    pretrain = None
-    if cfg.runner.pretrain_iterations > 0:  # the dataset arrays: replicated, not donated
-        in_specs = (REPLICATED, REPLICATED, rollout_spec, REPLICATED)
-        program = sharded(per_member("pretrain_iteration", (0, 0, 0, None)), in_specs, out_specs)
-        pretrain = WithValues(jax.jit(program, donate_argnums=(1, 2)), values)
+    # the source's arrays (a dataset's): replicated, shared by the members, not donated
+    in_specs = (REPLICATED, REPLICATED, rollout_spec, REPLICATED)
+    on_source = sharded(per_member(Learner.iterate, (0, 0, 0, None)), in_specs, out_specs)
     return ShardedPrograms(
         mesh=mesh,
         init=staged_init(WithValues(init_fn, values), refresh, start),
         iteration=WithValues(iteration, values),
-        pretrain=pretrain,
+        on_source=WithValues(jax.jit(on_source, donate_argnums=(1, 2)), values),
         refresh=refresh,
         train_sharding=jax.tree.map(lambda _: named(REPLICATED), train_abs),
         rollout_sharding=jax.tree.map(named, rollout_spec, is_leaf=lambda x: isinstance(x, PartitionSpec)),

@@ -33,8 +33,8 @@ from strl_jax.configs.schema import TrainConfig
 from strl_jax.configs.sweep import sweep_field_type, sweep_points, sweep_settings
 from strl_jax.envs.vec_env import VecEnv
 from strl_jax.errors import ConfigError
+from strl_jax.runners.learner_builder import make_learner
 from strl_jax.train_loops.learner import Learner
-from strl_jax.train_loops.learner_builder import make_learner
 
 POPULATION_FILE = "population.json"
 RUNNING, PRUNED, DIVERGED = "running", "pruned", "diverged"
