@@ -156,7 +156,8 @@ def test_recurrent_minibatches_are_whole_environments(recurrent_learner):
     assert order.shape == (minibatches, envs // minibatches)
     assert sorted(order.ravel().tolist()) == list(range(envs))
     update = jax.jit(functools.partial(ppo_update, learner))
-    (_, _, _, metrics, _, _), _ = update(ts, {}, transitions, last_values, jax.random.PRNGKey(4))
+    output, _ = update(ts, {}, transitions, last_values, jax.random.PRNGKey(4))
+    metrics = output.metrics
     assert metrics["kl"].shape == (learner.cfg.algorithm.num_learning_epochs, minibatches)
     eps_only = learner.env.action_size * np.log1p(learner.cfg.algorithm.kl_epsilon)
     np.testing.assert_allclose(float(metrics["kl"][0, 0]), eps_only, rtol=0.02)

@@ -15,7 +15,7 @@ def current_operation() -> str | None:
     try:
         from orbax.checkpoint._src.futures import synchronization
 
-        return synchronization.OperationIdGenerator.getcurrent_operation_id()
+        return synchronization.OperationIdGenerator.get_current_operation_id()
     except (ImportError, AttributeError):
         return None
 
