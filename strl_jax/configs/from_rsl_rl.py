@@ -230,10 +230,10 @@ def _map_algorithm(block: Any, path: str) -> tuple[dict, list[str]]:
             continue
         elif key == "rnd_cfg":
             if not is_off(value):
-                out[key] = value  # checked by agents.rnd
+                out[key] = value  # checked as the RND part's section
         elif key == "symmetry_cfg":
             if not is_off(value):
-                out[key] = value  # checked by agents.symmetry; the function must be a jnp one
+                out[key] = value  # checked as the symmetry part's section; a jnp function
         elif key == "max_grad_norm" and isinstance(value, float) and math.isinf(value):
             out[key] = None  # clipping at an infinite norm is no clipping
         elif key in ALGORITHM_FIELDS:
