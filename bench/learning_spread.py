@@ -23,7 +23,14 @@ Cases: `expert` (full-state PPO pendulum expert: eval return after 20/40/60 iter
 MLP on the partially observed pendulum), `students` (TPPO and Distillation students of that seed's
 expert, with the teacher's return on their env), `balance` (the default inverted_pendulum preset's
 best eval return), `tanh` (the tanh-Gaussian pendulum's best training return over its first),
-`estimator` (EstimatorPPO's trained estimator error over the initial one's).
+`estimator` (EstimatorPPO's trained estimator error over the initial one's), `mirror` (the
+mirror loss's symmetry error after 4 iterations), `discriminator` (APPO's discriminator weight
+change in one iteration over the sum of its step rates), `reward_scale` (hopper_gpu's value loss
+after one pendulum iteration), `part` (a test file's own part: its loss after 4 iterations over the
+first), `dagger` (DAgger students' error after 12 iterations over the untrained one's, recurrent and
+feed-forward), `pretraining` (the imitation loss over 8 pretraining iterations, last over second),
+`strider` (the custom robot example's estimator error on fixed data, trained over initial). The seed
+is the config's, or for `discriminator` and `dagger` the learner's key, as their tests give it.
 """
 
 from __future__ import annotations
@@ -55,6 +62,13 @@ CASES: dict[str, Case] = {
     "balance": Case("test_training", True),
     "tanh": Case("test_tanh_gaussian", True),
     "estimator": Case("test_estimator_training", False),
+    "mirror": Case("test_symmetry", False),
+    "discriminator": Case("test_appo", False),
+    "reward_scale": Case("test_gpu_presets", False),
+    "part": Case("test_parts", False),
+    "dagger": Case("test_update_options", False),
+    "pretraining": Case("test_two_stage", True),
+    "strider": Case("test_custom_robot_example", False),
 }
 
 
@@ -66,7 +80,7 @@ class Assertion(NamedTuple):
 
 # Every learning assertion of the suite (a threshold on a return, an episode length, a distance or
 # an error reached by training): "module::test: what" -> its threshold and where its spread is
-# measured. The ones marked `elsewhere` are being re-measured by their own benchmarks.
+# measured: a case of this script, or the benchmark (or the module's own comments) that does.
 ASSERTIONS: dict[str, Assertion] = {
     "conftest::pendulum_expert: eval return": Assertion("== 200 (asserted by its users)", "expert"),
     "test_training::test_inverted_pendulum_learns_to_balance: best eval return": Assertion(
@@ -93,16 +107,38 @@ ASSERTIONS: dict[str, Assertion] = {
     "test_teacher_student::test_student_reaches_80_percent_of_the_teacher: student best": Assertion(
         ">= 0.8x teacher", "students"
     ),
-    # Being re-measured by the engineers changing these modules (see each assertion's comment):
-    "test_two_stage: distances, label errors and returns after pretraining": Assertion(
-        "0.35x / 0.5x / 0.1x / 0.9x / >= 150 / +25", elsewhere="bench/two_stage.py"
+    "test_symmetry::test_training_with_the_mirror_loss_makes_the_policy_symmetric: symmetry": Assertion(
+        "< 0.01", "mirror"
+    ),
+    "test_appo::test_iteration_trains_the_discriminator_and_feeds_raw_data: weight change": Assertion(
+        "median > 0.8x the step rates' sum, largest < 1.1x", "discriminator"
+    ),
+    "test_gpu_presets::test_gpu_preset_settings_train_an_iteration_at_a_small_size: value loss": Assertion(
+        "in (2000, 8000)", "reward_scale"
+    ),
+    "test_parts::test_a_part_from_a_test_file_trains_and_logs: part loss": Assertion(
+        "< 0.5x the first", "part"
+    ),
+    "test_update_options::test_dagger_learns_from_the_last_rollouts[True]: student error": Assertion(
+        "< 0.5x the untrained", "dagger"
+    ),
+    "test_update_options::test_dagger_learns_from_the_last_rollouts[False]: student error": Assertion(
+        "< 0.5x the untrained", "dagger"
+    ),
+    "test_two_stage::test_pretraining_defaults_are_the_head_start_and_st_rl_is_an_option: imitation": (
+        Assertion("< 0.9x the second iteration's", "pretraining")
+    ),
+    "test_custom_robot_example::test_the_estimator_learns_the_base_velocity_on_fixed_data: error": (
+        Assertion("< 0.75x the initial", "strider")
+    ),
+    "test_two_stage::test_pretraining_on_expert_episodes_gives_a_head_start: eval return": Assertion(
+        ">= 150 and >= RL alone + 25", elsewhere="bench/two_stage.py"
+    ),
+    "test_two_stage: label and imitation distances of the synthetic-dataset runs": Assertion(
+        "0.5x / 0.35x / 0.1x / 0.5x / > 0.8x", elsewhere="the module's comments (one run each)"
     ),
     "test_playground_training: falls over the last 10 iterations": Assertion(
         "< 0.5x the first 10", elsewhere="the module's comments"
-    ),
-    "test_parts: reward_prediction loss": Assertion("< 0.5x the first", elsewhere="the module's comments"),
-    "test_symmetry / test_appo / test_update_options / test_custom_robot_example": Assertion(
-        "see the modules", elsewhere="the modules' comments"
     ),
 }
 
@@ -111,9 +147,17 @@ def run_case(case: str, seed: int, work: Path) -> dict:
     # Imported here, not at the top: the worker sets the XLA:CPU flag before strl_jax starts jax.
     from learning_runs import (
         STUDENTS,
+        dagger_run,
+        dagger_teacher,
+        discriminator_steps,
         estimator_error_ratio,
+        gpu_preset_iteration,
         memory_vs_feedforward,
+        mirror_loss_rows,
+        own_part_run,
         pendulum_balance,
+        pretraining_run,
+        strider_estimator_run,
         student_cfg,
         style_imitation,
         tanh_gaussian_run,
@@ -153,6 +197,25 @@ def run_case(case: str, seed: int, work: Path) -> dict:
         return {"best": max(returns), "first": returns[0], "ratio": max(returns) / returns[0]}
     if case == "estimator":
         return estimator_error_ratio(work, seed)
+    if case == "mirror":
+        return {"symmetry": mirror_loss_rows(work, seed)[-1]["symmetry"]}
+    if case == "discriminator":
+        return discriminator_steps(work, seed)
+    if case == "reward_scale":
+        return {"value_function": gpu_preset_iteration(work, seed)[1]["value_function"]}
+    if case == "part":
+        losses = [r["reward_prediction"] for r in own_part_run(work, seed).rows]
+        return {"first": losses[0], "last": losses[-1], "ratio": losses[-1] / losses[0]}
+    if case == "dagger":
+        teacher = dagger_teacher(work / "teacher")
+        runs = {name: dagger_run(teacher, recurrent, seed) for name, recurrent in
+                (("recurrent", True), ("feedforward", False))}  # fmt: skip
+        return {name: run["trained"] / run["untrained"] for name, run in runs.items()}
+    if case == "pretraining":
+        imitation = [r["imitation"] for r in pretraining_run(work, seed)["rows"]]
+        return {"second": imitation[1], "last": imitation[-1], "ratio": imitation[-1] / imitation[1]}
+    if case == "strider":
+        return strider_estimator_run(work, seed)
     raise ValueError(f"unknown case {case!r}; choose from {CASES}")
 
 

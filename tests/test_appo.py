@@ -12,55 +12,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from learning_runs import DISCRIMINATOR_STEPS, appo_cfg, appo_demo, appo_learner, discriminator_step
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tiny_config import tiny
 
 from strl_jax.agents.amp import init_amp_normalizers, style_reward, update_amp_normalizers
-from strl_jax.collect import main as collect_main
 from strl_jax.configs.loader import ConfigError, resolve_config
 from strl_jax.networks.normalizer import normalize, update_normalizer
 from strl_jax.runners.runner import build_programs, train
 
-TINY = tiny("env.episode_length=1000", "runner.num_steps_per_env=16")
-# inverted_pendulum has a fixed base: its AMP frame is the pole's joint angle and velocity
-COMPONENTS = "joint_pos,joint_vel"
-
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    """A motion dataset collected from a one-iteration PPO run."""
-    root = tmp_path_factory.mktemp("amp")
-    overrides = [*TINY, "runner.max_iterations=1"]
-    cfg = resolve_config("inverted_pendulum", overrides=overrides)
-    train(cfg, root / "expert", verbose=False)
-    code = collect_main([
-        str(root / "expert"), "--out", str(root / "demo"), "--num_envs", "8",
-        "--amp_obs_components", COMPONENTS, "--min_timesteps", "64", "--sample_actions",
-    ])  # fmt: skip
-    assert code == 0
-    return root
-
-
-def appo_cfg(demo, *overrides: str, algorithm: str = "APPO"):
-    return resolve_config(
-        "inverted_pendulum",
-        overrides=[
-            *TINY,
-            f"algorithm.class_name={algorithm}",
-            f"algorithm.amp_motion_files=[{demo / 'demo'}]",
-            f"env.amp_obs_components=[{COMPONENTS}]",
-            "policy.amp_discriminator.hidden_dims=[32, 16]",
-            "algorithm.amp_replay_buffer_size=512",
-            *overrides,
-        ],
-    )
+    """A motion dataset collected from a one-iteration PPO run (`learning_runs.appo_demo`)."""
+    return appo_demo(tmp_path_factory.mktemp("amp"))
 
 
 @pytest.fixture(scope="module")
 def appo(demo):
     """`(learner, train_state, rollout_state, transitions, rollout key)` with lerp 0.25."""
-    learner = build_programs(appo_cfg(demo, "policy.amp_discriminator.task_reward_lerp=0.25")).learner
-    ts, rs = jax.jit(learner.init)(jax.random.PRNGKey(0))
+    learner, ts, rs = appo_learner(demo)
     _, rollout_key, _ = jax.random.split(ts.key, 3)
     _, transitions, _ = jax.jit(learner.rollout)(ts, rs, rollout_key)
     return learner, ts, rs, transitions, rollout_key
@@ -93,9 +63,8 @@ def test_amp_frames_chain_and_keep_the_pre_reset_frame(appo):
 
 def test_iteration_trains_the_discriminator_and_feeds_raw_data(appo):
     learner, ts, rs, tr, _ = appo
-    fresh = jax.tree.map(jnp.copy, (ts, rs))
-    new_ts, new_rs, metrics = jax.jit(learner.iteration)(*fresh)
-    metrics = metrics["scalars"]
+    step = discriminator_step(learner, ts, rs)
+    new_ts, new_rs, metrics = step["train_state"], step["rollout_state"], step["scalars"]
     (prior,), amp, new_amp = learner.parts, ts.parts["amp"], new_ts.parts["amp"]
     policy_amp, expert_amp = tr.parts["amp"]["policy"], tr.parts["amp"]["expert"]
     # normaliser (shared, the default): one update with the rollout's raw policy and expert data
@@ -115,15 +84,11 @@ def test_iteration_trains_the_discriminator_and_feeds_raw_data(appo):
     assert np.all(np.asarray(replay.size) == 16)
     # The discriminator trained through the shared optimiser: Adam moves a weight by about the
     # learning rate per step while its gradient keeps its sign, and the policy's adaptive schedule
-    # raised the rate by 1.5 before each of the iteration's 2 x 2 steps (its KL stayed low). Seeds
-    # 0-4 of the learner: median weight change 0.953-0.979 of the rates' sum (0.0122), largest
-    # 1.003-1.004 of it.
-    steps = 2 * 2
-    rate = float(metrics["learning_rate"])
-    assert rate == pytest.approx(1e-3 * 1.5**steps, rel=1e-5)
-    rates = rate * sum(1.5**-k for k in range(steps))
-    pairs = zip(jax.tree.leaves(new_amp.params), jax.tree.leaves(amp.params), strict=True)
-    change = np.concatenate([np.abs(np.asarray(a - b)).ravel() for a, b in pairs])
+    # raised the rate by 1.5 before each of the iteration's 2 x 2 steps (its KL stayed low).
+    assert float(metrics["learning_rate"]) == pytest.approx(1e-3 * 1.5**DISCRIMINATOR_STEPS, rel=1e-5)
+    # BENCHMARKS.md, Learning spread: discriminator steps: median weight change over the rates'
+    # sum (0.0122), learner seeds 0-4, 0.953-0.979 (largest 1.003-1.004): margin 0.15 to the worst.
+    rates, change = step["rates"], step["change"]
     assert 0.8 * rates < np.median(change) and change.max() < 1.1 * rates, (np.median(change), rates)
     assert "'amp'" in str(jax.tree_util.tree_structure(new_ts.opt_state))
     for key in ("discriminator_expert", "discriminator_policy", "discriminator_grad_pen",

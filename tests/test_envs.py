@@ -24,6 +24,17 @@ def compiled(env):
     return jax.jit(env.reset), jax.jit(env.step)
 
 
+LONG_N = 64  # 16 rows gathered per chunk of resets (test_finished_envs_restart_from_their_own_reset_key)
+
+
+@pytest.fixture(scope="module")
+def long_env():
+    """Episodes of 1000 steps, none of which time out in a test; with its compiled reset and step
+    (shared by the tests that need a long episode)."""
+    env = make_brax_env("inverted_pendulum", "positional", LONG_N, 1000)
+    return env, jax.jit(env.reset), jax.jit(env.step)
+
+
 def test_observation_groups_and_sizes(env, compiled):
     reset, _ = compiled
     state, obs = reset(jax.random.PRNGKey(0))
@@ -58,7 +69,7 @@ def test_time_limit_is_truncation_and_reset_is_fresh(env, compiled):
     assert not np.allclose(res.obs["policy"], initial)
 
 
-def test_termination_is_not_truncation(env, compiled):
+def test_termination_is_not_truncation(env, compiled, long_env):
     reset, step = compiled
     state, _ = reset(jax.random.PRNGKey(2))
     push = jnp.ones((N, 1)) * 3.0  # clipped to 1.0, still topples the pole quickly
@@ -67,9 +78,9 @@ def test_termination_is_not_truncation(env, compiled):
         state, res = step(state, push)
         terminated_any |= bool(np.any(res.terminated))
         assert not np.any(np.asarray(res.terminated) & np.asarray(res.truncated))
-    env_long = make_brax_env("inverted_pendulum", "positional", N, 1000)
-    state, _ = jax.jit(env_long.reset)(jax.random.PRNGKey(3))
-    step_long = jax.jit(env_long.step)
+    _, reset_long, step_long = long_env
+    state, _ = reset_long(jax.random.PRNGKey(3))
+    push = jnp.ones((LONG_N, 1)) * 3.0
     for _ in range(40):
         state, res = step_long(state, push)
         terminated_any |= bool(np.any(res.terminated))
@@ -105,13 +116,12 @@ def test_unknown_task_and_kwargs_are_clear():
         make_brax_env("inverted_pendulum", "positional", 2, 10, env_kwargs={"wings": 2})
 
 
-def test_finished_envs_restart_from_their_own_reset_key():
+def test_finished_envs_restart_from_their_own_reset_key(long_env):
     """With few finished envs (one chunk of gathered resets) and with all of them (several), each
     finished env's new state is exactly `env.reset` of its split reset key; the others step on."""
-    n = 64  # 16 rows gathered
-    env64 = make_brax_env("inverted_pendulum", "positional", n, 1000)
-    state, _ = jax.jit(env64.reset)(jax.random.PRNGKey(5))
-    step = jax.jit(env64.step)
+    env64, reset, step = long_env
+    n = LONG_N
+    state, _ = reset(jax.random.PRNGKey(5))
     push = jnp.ones((n, 1)) * jnp.where(jnp.arange(n) % 8 == 0, 1.0, 0.0)[:, None]  # topple 8 envs
     limit = state.replace(step_count=jnp.full((n,), 999, jnp.int32))  # all time out
     for start, action in ((state, push), (limit, jnp.zeros((n, 1)))):

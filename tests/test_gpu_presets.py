@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from learning_runs import gpu_preset_iteration, readme_cpu_overrides
 
 from strl_jax.configs import available_presets, resolve_config
-from strl_jax.runners.runner import train
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
@@ -19,16 +19,6 @@ import brax_presets  # noqa: E402
 from vs_brax import BRAX_PUBLISHED  # noqa: E402
 
 TASKS = brax_presets.TASKS
-
-
-def cli_overrides(task: str) -> list[str]:
-    """The README's CPU-size arguments as dotted overrides."""
-    flags = {"--num_envs": "env.num_envs", "--max_iterations": "runner.max_iterations"}
-    out = []
-    for arg in brax_presets.cpu_overrides(task):
-        flag, _, value = arg.partition(" ")
-        out.append(f"{flags[flag]}={value}" if flag in flags else arg)
-    return out
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -53,7 +43,7 @@ def test_preset_is_brax_published_batch_at_gpu_size(task):
     assert (cfg.runner.max_iterations - 1) * steps < budget <= cfg.runner.max_iterations * steps
     assert cfg.env.backend == resolve_config(task).env.backend  # the CPU preset's physics
 
-    small = resolve_config(f"{task}_gpu", overrides=cli_overrides(task))
+    small = resolve_config(f"{task}_gpu", overrides=readme_cpu_overrides(task))
     assert small.env.num_envs == 256 and small.runner.num_eval_envs == 16
     small_steps = small.env.num_envs * small.runner.num_steps_per_env
     assert 4e6 < small.runner.max_iterations * small_steps < 6e6
@@ -68,26 +58,14 @@ def test_presets_are_what_the_generator_writes():
 def test_gpu_preset_settings_train_an_iteration_at_a_small_size(tmp_path):
     """hopper_gpu's learner settings at the README CPU size shrunk to 32 envs (one whole rollout
     per minibatch), on inverted_pendulum: a new hopper program would cost a minute or two of
-    compilation (test_envs covers hopper)."""
-    cfg = resolve_config(
-        "hopper_gpu",
-        overrides=[
-            *cli_overrides("hopper"),
-            "env.task=inverted_pendulum",
-            "env.num_envs=32",
-            "env.episode_length=20",
-            "runner.max_iterations=1",
-            "runner.eval_interval=0",
-            "runner.print_interval=1000",
-        ],
-    )
+    compilation (test_envs covers hopper). `learning_runs.gpu_preset_iteration`, also measured by
+    bench/learning_spread.py (case `reward_scale`)."""
+    cfg, row = gpu_preset_iteration(tmp_path)
     assert cfg.algorithm.max_grad_norm is None and cfg.algorithm.num_mini_batches == 32
-    train(cfg, log_dir=tmp_path, verbose=False)
-    (row,) = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert row["env_steps"] == 32 * cfg.runner.num_steps_per_env
     # brax's reward scaling (reward_scaling 10) reaches the value targets: the value loss is 100x
-    # the unscaled one. Iteration 1 over seeds 0-4: 3925-4287 (median 4186); with
-    # algorithm.reward_scale=1 instead 39-44 (median 43).
+    # the unscaled one. BENCHMARKS.md, Learning spread: reward scale: iteration 1, seeds 0-4,
+    # 3925 / 4186 / 4287 (algorithm.reward_scale=1 instead: 39-44): margin 1925 to the worst.
     assert cfg.algorithm.reward_scale == 10
     assert 2000 < row["value_function"] < 8000
 
