@@ -27,9 +27,14 @@ best eval return), `tanh` (the tanh-Gaussian pendulum's best training return ove
 mirror loss's symmetry error after 4 iterations), `discriminator` (APPO's discriminator weight
 change in one iteration over the sum of its step rates), `reward_scale` (hopper_gpu's value loss
 after one pendulum iteration), `part` (a test file's own part: its loss after 4 iterations over the
-first), `dagger` (DAgger students' error after 12 iterations over the untrained one's, recurrent and
+first), `dagger` (DAgger students' error after 20 iterations over the untrained one's, recurrent and
 feed-forward), `pretraining` (the imitation loss over 8 pretraining iterations, last over second),
-`strider` (the custom robot example's estimator error on fixed data, trained over initial). The seed
+`strider` (the custom robot example's estimator error on fixed data, trained over initial),
+`dataset_pull` (the pulls towards a synthetic dataset's labels: pretraining's distance to the mean
+actions over that to the executed ones; RL imitation's distance, last over first, and its distances
+to the labels; the filtered pull's distance, last over first, kept and left by each filter),
+`go1_flat` (the small Go1JoystickFlatTerrain run: mean step reward and falls per iteration over
+the last 10 iterations against iterations 2-11; needs the `playground` extra). The seed
 is the config's, or for `discriminator` and `dagger` the learner's key, as their tests give it.
 """
 
@@ -69,6 +74,8 @@ CASES: dict[str, Case] = {
     "dagger": Case("test_update_options", False),
     "pretraining": Case("test_two_stage", True),
     "strider": Case("test_custom_robot_example", False),
+    "dataset_pull": Case("test_two_stage", True),
+    "go1_flat": Case("test_playground_training", True),
 }
 
 
@@ -134,11 +141,26 @@ ASSERTIONS: dict[str, Assertion] = {
     "test_two_stage::test_pretraining_on_expert_episodes_gives_a_head_start: eval return": Assertion(
         ">= 150 and >= RL alone + 25", elsewhere="bench/two_stage.py"
     ),
-    "test_two_stage: label and imitation distances of the synthetic-dataset runs": Assertion(
-        "0.5x / 0.35x / 0.1x / 0.5x / > 0.8x", elsewhere="the module's comments (one run each)"
+    "test_two_stage::test_imitation_pulls_towards_the_chosen_labels: distance to the labels": Assertion(
+        "< 0.6x that to the actions", "dataset_pull"
     ),
-    "test_playground_training: falls over the last 10 iterations": Assertion(
-        "< 0.5x the first 10", elsewhere="the module's comments"
+    "test_two_stage::test_rl_imitation_carries_the_pull_past_the_switch_and_resumes_exactly: distance": (
+        Assertion("last < 0.6x the first", "dataset_pull")
+    ),
+    "test_two_stage::test_rl_imitation_carries_the_pull_past_the_switch_and_resumes_exactly: labels": (
+        Assertion("< 0.1x the distance to the actions", "dataset_pull")
+    ),
+    "test_two_stage::test_rl_imitation_filter_pulls_only_towards_demonstrations_that_did_better: kept": (
+        Assertion("last < 0.5x the first", "dataset_pull")
+    ),
+    "test_two_stage::test_rl_imitation_filter_pulls_only_towards_demonstrations_that_did_better: left": (
+        Assertion("last > 0.8x the first", "dataset_pull")
+    ),
+    "test_playground_training::test_go1_learns_above_the_random_policy: step reward": Assertion(
+        "last 10 > 2x iterations 2-11", "go1_flat"
+    ),
+    "test_playground_training::test_go1_learns_above_the_random_policy: falls": Assertion(
+        "last 10 < 0.5x iterations 2-11", "go1_flat"
     ),
 }
 
@@ -151,12 +173,17 @@ def run_case(case: str, seed: int, work: Path) -> dict:
         dagger_teacher,
         discriminator_steps,
         estimator_error_ratio,
+        filtered_pull_run,
+        go1_flat_ratios,
+        go1_flat_run,
         gpu_preset_iteration,
+        label_pull_run,
         memory_vs_feedforward,
         mirror_loss_rows,
         own_part_run,
         pendulum_balance,
         pretraining_run,
+        rl_imitation_run,
         strider_estimator_run,
         student_cfg,
         style_imitation,
@@ -164,6 +191,7 @@ def run_case(case: str, seed: int, work: Path) -> dict:
         tanh_returns,
         teacher_return_on_student_env,
         train_expert,
+        two_stage_overrides,
     )
 
     from strl_jax.runners.runner import train
@@ -216,6 +244,25 @@ def run_case(case: str, seed: int, work: Path) -> dict:
         return {"second": imitation[1], "last": imitation[-1], "ratio": imitation[-1] / imitation[1]}
     if case == "strider":
         return strider_estimator_run(work, seed)
+    if case == "go1_flat":
+        return go1_flat_ratios(go1_flat_run(work / "go1", seed)[1])
+    if case == "dataset_pull":
+        overrides = two_stage_overrides(work, seed)
+        labels = label_pull_run(overrides, work, work / "labels")
+        carried = rl_imitation_run(overrides, work, work / "carried")
+        distance = [r["rl_imitation"] for r in carried["rows"][2:]]
+        out = {
+            "labels": labels["to_labels"] / labels["to_actions"],
+            "carried_distance": distance[-1] / distance[0],
+            "carried_labels": carried["to_labels"] / carried["to_actions"],
+        }
+        for filter_ in ("advantage", "reward"):
+            for reward, name in ((1000.0, "kept"), (-1000.0, "left")):
+                pulled = [
+                    r["rl_imitation"] for r in filtered_pull_run(overrides, work, filter_, reward)["rows"]
+                ]
+                out[f"{filter_}_{name}"] = pulled[-1] / pulled[0]
+        return out
     raise ValueError(f"unknown case {case!r}; choose from {CASES}")
 
 

@@ -123,9 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     rollout_state = refresh(start(refresh(rollout_state)))  # the first iteration's refresh too
     key = jax.random.PRNGKey(1)
     rollout = jax.jit(learner.rollout)
-    _, transitions, _ = rollout(train_state, rollout_state, key)
+    after, transitions, _ = rollout(train_state, rollout_state, key)
+    # the critic's values and the time-out bootstrap's observations after the rollout, as the
+    # iteration's update takes them
     last_values = jax.jit(learner.critic_value)(
-        train_state.params, train_state.normalizers, rollout_state.obs, rollout_state.hidden
+        train_state.params, train_state.normalizers, after.obs, after.hidden
     )
     update = jax.jit(functools.partial(ppo_update, learner))
     iteration = jax.jit(learner.iteration)
@@ -150,7 +152,15 @@ def main(argv: list[str] | None = None) -> int:
             rollout, train_state, rollout_state, key, repeats=args.repeats
         ),
         "update (GAE + epochs x minibatches)": timed(
-            update, train_state, rollout_state.parts, transitions, last_values, key, repeats=args.repeats
+            update,
+            train_state,
+            rollout_state.parts,
+            transitions,
+            last_values,
+            key,
+            None,
+            after.obs,
+            repeats=args.repeats,
         ),
         "iteration (all of it)": timed(iteration, train_state, rollout_state, repeats=args.repeats),
         # env.auto_reset=pool: the program that draws the pool before each iteration

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import math
 import subprocess
 import sys
@@ -501,7 +502,7 @@ def own_part_run(root: Path, seed: int = 1):
 
 # DAgger through st_rl TPPO's rollout history (tests/test_update_options.py): a student of a
 # teacher written without training (tests/test_tppo.py's `write_teacher`).
-DAGGER_ITERATIONS = 12
+DAGGER_ITERATIONS = 20
 
 
 def dagger_teacher(path: Path) -> Path:
@@ -589,3 +590,133 @@ def pretraining_run(root: Path, seed: int = 1) -> dict:
     actions = np.asarray(load_dataset_arrays(settings(data), {"policy": shape}, env.action_size, 0).actions)
     rows = train(head_start, root / "run", verbose=False).rows
     return {"head_start": head_start, "st_rl": st_rl, "actions": actions, "rows": rows}
+
+
+# The pulls towards a synthetic dataset's labels (tests/test_two_stage.py): the tiny pendulum run,
+# 12 trajectories of 5 steps whose mean actions are the opposite of their actions.
+PULL_OBS, PULL_ACTIONS = (4,), 1
+
+
+def two_stage_overrides(root: Path, seed: int = 1) -> list[str]:
+    """Writes the dataset to `root / "data"` and returns the run's overrides: 4 pretraining
+    iterations over it (used up during the third), then 2 RL iterations."""
+    from test_two_stage import write_dataset
+
+    base = tiny("runner.max_iterations=6", "runner.eval_interval=0", "runner.max_checkpoints_to_keep=0")
+    base.append(f"seed={seed}")
+    write_dataset(root / "data", PULL_OBS[0], PULL_ACTIONS, lengths=[5] * 12, mean_actions=True)
+    return [
+        *base,
+        "runner.pretrain_iterations=4",
+        f"runner.pretrain_dataset={{data_dir: {root / 'data'}, dataset_loops: 1}}",
+    ]
+
+
+def label_distances(run: Path, data: Path) -> tuple[float, float]:
+    """The trained action mean's squared distance to the dataset's mean actions (the opposite of
+    its actions) and to its actions, over the dataset's observations."""
+    from test_two_stage import settings
+
+    arrays = load_dataset_arrays(settings(data), {"policy": PULL_OBS}, PULL_ACTIONS, seed=0)
+    mean = np.asarray(load_policy(run).policy()(np.asarray(arrays.obs["policy"])))
+    actions = np.asarray(arrays.actions)
+    return float(np.mean((mean + actions) ** 2)), float(np.mean((mean - actions) ** 2))
+
+
+def train_main(run: Path, overrides: list[str]) -> list[dict]:
+    """`python -m strl_jax.train` with `overrides` into `run`; its metric rows."""
+    from strl_jax.train import main
+
+    assert main(["--log_dir", str(run), "--quiet", *overrides]) == 0
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def label_pull_run(overrides: list[str], root: Path, run: Path) -> dict:
+    """Three pretraining iterations imitating the dataset's `mean_actions` (weight 100, rate 3e-3):
+    the policy's distances to those labels and to the executed actions."""
+    labelled = [o for o in overrides if not o.startswith("runner.pretrain_")]
+    data = f"data_dir: {root / 'data'}, dataset_loops: -1, imitation_loss_coef: 100, learning_rate: 3.0e-3"
+    labelled += [
+        "runner.pretrain_iterations=3",
+        "runner.max_iterations=3",
+        f"runner.pretrain_dataset={{{data}, imitation_labels: mean_actions}}",
+    ]
+    rows = train_main(run, labelled)
+    to_labels, to_actions = label_distances(run, root / "data")
+    return {"rows": rows, "to_labels": to_labels, "to_actions": to_actions}
+
+
+def rl_imitation_run(overrides: list[str], root: Path, run: Path) -> dict:
+    """Two pretraining iterations without imitation weight, then 4 RL iterations pulled towards the
+    dataset's `mean_actions` at weight 300 falling linearly (`rl_imitation_coef`)."""
+    carried = [o for o in overrides if not o.startswith("runner.pretrain_")]
+    data = f"data_dir: {root / 'data'}, dataset_loops: -1, imitation_loss_coef: 0"
+    carried += [
+        "runner.pretrain_iterations=2",
+        f"runner.pretrain_dataset={{{data}, rl_imitation_coef: 300, rl_imitation_iterations: 4, "
+        "imitation_labels: mean_actions}",
+    ]
+    rows = train_main(run, carried)
+    to_labels, to_actions = label_distances(run, root / "data")
+    return {"rows": rows, "to_labels": to_labels, "to_actions": to_actions}
+
+
+def filtered_pull_run(overrides: list[str], root: Path, filter_: str, reward: float) -> dict:
+    """As `rl_imitation_run`, towards the executed actions of a dataset whose every step earns
+    `reward`, through `rl_imitation_filter: filter_`: the run's folder and its RL iterations' rows."""
+    from test_two_stage import write_dataset
+
+    data_dir = root / f"data_{filter_}_{reward:+g}"
+    write_dataset(data_dir, PULL_OBS[0], PULL_ACTIONS, [5] * 12, reward=reward)
+    data = f"data_dir: {data_dir}, dataset_loops: -1, imitation_loss_coef: 0"
+    carried = [o for o in overrides if not o.startswith("runner.pretrain_")]
+    carried += [
+        "runner.pretrain_iterations=2",
+        f"runner.pretrain_dataset={{{data}, rl_imitation_coef: 300, rl_imitation_iterations: 4, "
+        f"rl_imitation_filter: {filter_}}}",
+    ]
+    run = root / f"run_{filter_}_{reward:+g}"
+    return {"run": run, "rows": train_main(run, carried)[2:]}
+
+
+# Go1JoystickFlatTerrain at a small size (tests/test_playground_training.py): one config for every
+# run of that module, so its programs compile once per process.
+GO1_TASK = "Go1JoystickFlatTerrain"
+GO1_ITERATIONS = 120
+GO1_SAVE_INTERVAL = 3  # the module's split run stops after this many iterations and resumes as many
+GO1_SMALL = [
+    "env.num_envs=64",
+    "runner.num_steps_per_env=24",
+    "algorithm.num_mini_batches=4",
+    "policy.actor_hidden_dims=[128,128]",
+    "policy.critic_hidden_dims=[128,128]",
+    "policy.init_noise_std=0.2",
+    "algorithm.entropy_coef=0.0",
+    "runner.num_eval_envs=4",
+    "runner.eval_interval=60",
+    f"runner.save_interval={GO1_SAVE_INTERVAL}",
+    "runner.max_checkpoints_to_keep=0",
+    "runner.print_interval=1000",
+]
+
+
+def go1_config(*overrides: str):
+    return resolve_config(GO1_TASK, overrides=[*GO1_SMALL, *overrides])
+
+
+def go1_flat_run(root: Path, seed: int = 1) -> tuple:
+    """`GO1_ITERATIONS` iterations of the small Go1 run: its result and metric rows."""
+    result = train(go1_config(f"runner.max_iterations={GO1_ITERATIONS}", f"seed={seed}"), root, verbose=False)
+    rows = [json.loads(line) for line in (root / "metrics.jsonl").read_text().splitlines()]
+    return result, rows
+
+
+def go1_flat_ratios(rows: list[dict]) -> dict:
+    """What tests/test_playground_training.py asserts of the run: the mean step reward and the falls
+    (finished episodes) per iteration over the last 10 iterations against iterations 2-11."""
+    step_reward = np.array([r["mean_step_reward"] for r in rows])
+    falls = np.array([r["episodes"] for r in rows])
+    return {
+        "step_reward": float(step_reward[-10:].mean() / step_reward[1:11].mean()),
+        "falls": float(falls[-10:].mean() / falls[1:11].mean()),
+    }

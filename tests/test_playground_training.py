@@ -19,39 +19,20 @@ from extras import require_playground
 
 require_playground()
 
+from learning_runs import GO1_ITERATIONS as ITERATIONS  # noqa: E402
+from learning_runs import GO1_SAVE_INTERVAL as K  # noqa: E402
+from learning_runs import GO1_TASK as TASK  # noqa: E402
+from learning_runs import go1_config, go1_flat_run  # noqa: E402
 from test_checkpoint_resume import assert_trees_equal, without_time  # noqa: E402
 
 from strl_jax.buffers.motion_files import read_metadata, trajectory_files  # noqa: E402
 from strl_jax.buffers.rollout_dataset import load_dataset_arrays, pretrain_settings  # noqa: E402
 from strl_jax.checkpoints.orbax_checkpoints import open_manager, restore_checkpoint  # noqa: E402
 from strl_jax.collect import main as collect_main  # noqa: E402
-from strl_jax.configs.loader import resolve_config  # noqa: E402
 from strl_jax.play import main as play_main  # noqa: E402
 from strl_jax.runners.devices import local_copy  # noqa: E402
 from strl_jax.runners.runner import build_programs, run_keys, train  # noqa: E402
 from strl_jax.train import main as train_main  # noqa: E402
-
-TASK = "Go1JoystickFlatTerrain"
-ITERATIONS = 120
-K = 3  # the split run stops after K iterations and resumes for K more
-GO1 = [
-    "env.num_envs=64",
-    "runner.num_steps_per_env=24",
-    "algorithm.num_mini_batches=4",
-    "policy.actor_hidden_dims=[128,128]",
-    "policy.critic_hidden_dims=[128,128]",
-    "policy.init_noise_std=0.2",
-    "algorithm.entropy_coef=0.0",
-    "runner.num_eval_envs=4",
-    "runner.eval_interval=60",
-    f"runner.save_interval={K}",
-    "runner.max_checkpoints_to_keep=0",
-    "runner.print_interval=1000",
-]
-
-
-def go1_config(*overrides: str):
-    return resolve_config(TASK, overrides=[*GO1, *overrides])
 
 
 def read_rows(log_dir: Path) -> list[dict]:
@@ -70,9 +51,8 @@ def restore_step(log_dir: Path, step: int):
 
 @pytest.fixture(scope="module")
 def learning_run(tmp_path_factory):
-    log_dir = tmp_path_factory.mktemp("go1")
-    result = train(go1_config(f"runner.max_iterations={ITERATIONS}"), log_dir, verbose=False)
-    return result, read_rows(log_dir)
+    """`learning_runs.go1_flat_run`, also measured by bench/learning_spread.py (case `go1_flat`)."""
+    return go1_flat_run(tmp_path_factory.mktemp("go1"))
 
 
 def test_go1_learns_above_the_random_policy(learning_run):
@@ -81,8 +61,7 @@ def test_go1_learns_above_the_random_policy(learning_run):
     return for its first million steps. What moves at this size is the reward per env step: a
     policy that stops thrashing keeps the sum of terms above the clip on more steps."""
     _, rows = learning_run
-    # Seeds 0-2 on a 2-core EPYC: 0.0018-0.0030 per step over iterations 2-11, 0.0095-0.011 over
-    # the last 10; falls (finished episodes) from 15-30 per iteration to 2-5.
+    # BENCHMARKS.md, Learning spread: Go1 flat step reward / Go1 flat falls (case `go1_flat`).
     step_reward = np.array([r["mean_step_reward"] for r in rows])
     falls = np.array([r["episodes"] for r in rows])
     assert step_reward[-10:].mean() > 2.0 * step_reward[1:11].mean(), step_reward

@@ -16,8 +16,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from learning_runs import PENDULUM_COMMON, pretraining_run
-from tiny_config import tiny
+from learning_runs import (
+    PENDULUM_COMMON,
+    filtered_pull_run,
+    label_pull_run,
+    pretraining_run,
+    rl_imitation_run,
+    two_stage_overrides,
+)
 
 from strl_jax.agents.demonstrations import DATASET_PART, DemonstrationPart, dataset_per_step, dataset_returns
 from strl_jax.agents.parts import UpdateContext
@@ -34,7 +40,6 @@ from strl_jax.buffers.rollout_dataset import (
 from strl_jax.collect import main as collect_main
 from strl_jax.configs.loader import resolve_config
 from strl_jax.errors import ConfigError
-from strl_jax.inference import load_policy
 from strl_jax.runners.runner import build_programs, train
 from strl_jax.runners.stages import pretrain_source
 from strl_jax.train import main
@@ -209,15 +214,7 @@ def test_pretraining_config_errors(tmp_path, overrides, message):
 def tiny_two_stage(tmp_path_factory) -> tuple[list[str], Path]:
     """A tiny run: 3 iterations on the synthetic dataset (used up during the third), then 3 RL."""
     root = tmp_path_factory.mktemp("two_stage")
-    base = tiny("runner.max_iterations=6", "runner.eval_interval=0", "runner.max_checkpoints_to_keep=0")
-    env = build_programs(resolve_config("inverted_pendulum", overrides=base)).env
-    shape = env.observation_shapes()["policy"][0]
-    write_dataset(root / "data", shape, env.action_size, lengths=[5] * 12, mean_actions=True)
-    overrides = [
-        *base,
-        "runner.pretrain_iterations=4",
-        f"runner.pretrain_dataset={{data_dir: {root / 'data'}, dataset_loops: 1}}",
-    ]
+    overrides = two_stage_overrides(root)
     assert main(["--log_dir", str(root / "run"), "--quiet", *overrides]) == 0
     return overrides, root
 
@@ -257,21 +254,13 @@ def test_resume_across_the_stage_switch_is_exact(tiny_two_stage, tmp_path):
 
 def test_imitation_pulls_towards_the_chosen_labels(tiny_two_stage, tmp_path):
     """`imitation_labels: mean_actions`: pretraining's imitation term pulls the policy's mean
-    towards the dataset's `mean_actions`, not the executed `actions` (opposite ones here)."""
+    towards the dataset's `mean_actions`, not the executed `actions` (opposite ones here).
+    `learning_runs.label_pull_run`, also measured by bench/learning_spread.py (case `dataset_pull`)."""
     overrides, root = tiny_two_stage
-    labelled = [o for o in overrides if not o.startswith("runner.pretrain_")]
-    data = f"data_dir: {root / 'data'}, dataset_loops: -1, imitation_loss_coef: 100, learning_rate: 3.0e-3"
-    labelled += [
-        "runner.pretrain_iterations=3",
-        "runner.max_iterations=3",
-        f"runner.pretrain_dataset={{{data}, imitation_labels: mean_actions}}",
-    ]
-    assert main(["--log_dir", str(tmp_path / "run"), "--quiet", *labelled]) == 0
-    arrays = load_dataset_arrays(settings(root / "data"), {"policy": (4,)}, 1, seed=0)
-    mean = np.asarray(load_policy(tmp_path / "run").policy()(np.asarray(arrays.obs["policy"])))
-    to_labels = np.mean((mean + np.asarray(arrays.actions)) ** 2)
-    to_actions = np.mean((mean - np.asarray(arrays.actions)) ** 2)
-    assert to_labels < 0.5 * to_actions, (to_labels, to_actions)  # measured 0.23 x (2.2 x on actions)
+    run = label_pull_run(overrides, root, tmp_path / "run")
+    # BENCHMARKS.md, Learning spread: pull to the labels: seeds 1-6, 0.174 / 0.31 / 0.418 (no
+    # imitation weight: 1.58), margin 0.18 to the worst.
+    assert run["to_labels"] < 0.6 * run["to_actions"], run
 
 
 def grown(rate: float, steps: int) -> np.float32:
@@ -395,28 +384,20 @@ def test_rl_imitation_carries_the_pull_past_the_switch_and_resumes_exactly(tiny_
     weight falling linearly over `rl_imitation_iterations` RL iterations; the RL updates pull the
     action mean towards the dataset's labels (which pretraining, with no imitation weight of its
     own, left alone; its `mean_actions` here, the opposite of its actions), and a run resumed in
-    the middle of the decay repeats every row."""
+    the middle of the decay repeats every row. `learning_runs.rl_imitation_run`, also measured by
+    bench/learning_spread.py (case `dataset_pull`)."""
     overrides, root = tiny_two_stage
-    carried = [o for o in overrides if not o.startswith("runner.pretrain_")]
-    data = f"data_dir: {root / 'data'}, dataset_loops: -1, imitation_loss_coef: 0"
-    carried += [
-        "runner.pretrain_iterations=2",
-        f"runner.pretrain_dataset={{{data}, rl_imitation_coef: 300, rl_imitation_iterations: 4, "
-        "imitation_labels: mean_actions}",
-    ]
-    run = tmp_path / "run"
-    assert main(["--log_dir", str(run), "--quiet", *carried]) == 0
-    got = rows(run)
+    run = rl_imitation_run(overrides, root, tmp_path / "run")
+    got = rows(tmp_path / "run")
     assert [r.get("pretraining") for r in got] == [1.0, 1.0, None, None, None, None]
     assert [r["rl_imitation_weight"] for r in got] == [0.0, 0.0, 300.0, 225.0, 150.0, 75.0]
     distance = [r["rl_imitation"] for r in got[2:]]
-    assert distance[-1] < 0.35 * distance[0], distance  # measured 0.14 (0.75 without the pull)
-    arrays = load_dataset_arrays(settings(root / "data"), {"policy": (4,)}, 1, seed=0)
-    mean = np.asarray(load_policy(run).policy()(np.asarray(arrays.obs["policy"])))
-    to_labels = np.mean((mean + np.asarray(arrays.actions)) ** 2)
-    to_actions = np.mean((mean - np.asarray(arrays.actions)) ** 2)
-    assert to_labels < 0.1 * to_actions, (to_labels, to_actions)  # measured 0.008 x
-    shutil.copytree(run, tmp_path / "resumed")
+    # BENCHMARKS.md, Learning spread: RL imitation distance: seeds 1-6, 0.202 / 0.32 / 0.41 (weight
+    # 1e-6: 0.99), margin 0.19; RL imitation labels: 0.005 / 0.0064 / 0.008 (weight 1e-6: 0.27),
+    # margin 0.092.
+    assert distance[-1] < 0.6 * distance[0], distance
+    assert run["to_labels"] < 0.1 * run["to_actions"], run
+    shutil.copytree(tmp_path / "run", tmp_path / "resumed")
     assert main(["--resume", str(tmp_path / "resumed"), "--checkpoint", "4", "--quiet"]) == 0
     assert rows(tmp_path / "resumed") == got
 
@@ -512,28 +493,20 @@ def test_rl_imitation_filter_pulls_only_towards_demonstrations_that_did_better(
     critic expects (`advantage`), or whose reward per step is far above the rollouts' (`reward`),
     are all imitated (the action mean is pulled to them); those far below are none (the mean is
     left where the RL updates put it). A gated run resumed mid-pull repeats every row (the gate's
-    inputs are rollout state)."""
-    overrides, root = tiny_two_stage
-    env = build_programs(resolve_config("inverted_pendulum", overrides=tiny())).env
-    write_dataset(
-        tmp_path / "d", env.observation_shapes()["policy"][0], env.action_size, [5] * 12, reward=reward
-    )
-    data = f"data_dir: {tmp_path / 'd'}, dataset_loops: -1, imitation_loss_coef: 0"
-    carried = [o for o in overrides if not o.startswith("runner.pretrain_")]
-    carried += [
-        "runner.pretrain_iterations=2",
-        f"runner.pretrain_dataset={{{data}, rl_imitation_coef: 300, rl_imitation_iterations: 4, "
-        f"rl_imitation_filter: {filter_}}}",
-    ]
-    assert main(["--log_dir", str(tmp_path / "run"), "--quiet", *carried]) == 0
-    got = rows(tmp_path / "run")[2:]
+    inputs are rollout state). `learning_runs.filtered_pull_run`, also measured by
+    bench/learning_spread.py (case `dataset_pull`)."""
+    overrides, _ = tiny_two_stage
+    run = filtered_pull_run(overrides, tmp_path, filter_, reward)
+    got = run["rows"]
     assert [r["rl_imitation_kept"] for r in got] == [kept] * 4
     distance = [r["rl_imitation"] for r in got]  # over every drawn step, kept or not
+    # BENCHMARKS.md, Learning spread: filtered pull kept: seeds 1-6, 0.238 / 0.32 / 0.376, margin
+    # 0.124; left: 1.009 / 1.12 / 1.696, margin 0.209 (both filters alike).
     if kept:
-        assert distance[-1] < 0.5 * distance[0], distance  # measured 0.36 x
+        assert distance[-1] < 0.5 * distance[0], distance
     else:
-        assert distance[-1] > 0.8 * distance[0], distance  # measured 1.58 x
+        assert distance[-1] > 0.8 * distance[0], distance
     if filter_ == "reward":
-        shutil.copytree(tmp_path / "run", tmp_path / "resumed")
+        shutil.copytree(run["run"], tmp_path / "resumed")
         assert main(["--resume", str(tmp_path / "resumed"), "--checkpoint", "4", "--quiet"]) == 0
-        assert rows(tmp_path / "resumed") == rows(tmp_path / "run")
+        assert rows(tmp_path / "resumed") == rows(run["run"])
