@@ -1,5 +1,6 @@
 """One reader for every settings section: a mapping in a config (`algorithm.rnd_cfg`,
-`algorithm.symmetry_cfg`, `algorithm.parts.<name>`, `env.height_scan`, `env.forward_depth`) read
+`algorithm.symmetry_cfg`, `algorithm.parts.<name>`, `env.height_scan`, `env.forward_depth`,
+`runner.pretrain_dataset`) read
 into its typed dataclass by `read_section`, so that every section names a bad key, a wrong type
 or a bad value the same way:
 

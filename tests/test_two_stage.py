@@ -131,8 +131,16 @@ def test_shuffled_order_is_a_permutation_per_pass(tmp_path):
 @pytest.mark.parametrize(
     "raw, message",
     [
-        ({}, "data_dir must name a dataset folder"),
-        ({"data_dir": "x", "subset_traj": 3}, "does not read: \\['subset_traj'\\]"),
+        (
+            {},
+            "runner.pretrain_dataset needs data_dir: a dataset folder written by python -m strl_jax.collect",
+        ),
+        (
+            {"data_dir": "x", "subset_traj": 3},
+            "unknown runner.pretrain_dataset key 'subset_traj'; valid keys: \\['data_dir',",
+        ),
+        ({"data_dir": ""}, "data_dir must be a dataset folder"),
+        ("x", "runner.pretrain_dataset must be a mapping with keys \\['data_dir',"),
         ({"data_dir": "x", "dataset_loops": 0}, "positive integer or -1"),
         ({"data_dir": "x", "imitation_loss_coef": -1}, "number >= 0"),
         ({"data_dir": "x", "rl_imitation_coef": -1}, "rl_imitation_coef must be a number >= 0"),
@@ -162,9 +170,9 @@ def test_pretrain_settings_errors(raw, message):
 
 
 def test_pretrain_learning_rate_is_a_float_or_unset():
-    assert pretrain_settings({"data_dir": "x", "learning_rate": None})["learning_rate"] is None
+    assert pretrain_settings({"data_dir": "x", "learning_rate": None}).learning_rate is None
     for given, rate in ((3e-4, 3e-4), (1, 1.0), ("1e-3", 1e-3)):  # YAML reads 1e-3 as a string
-        assert pretrain_settings({"data_dir": "x", "learning_rate": given})["learning_rate"] == rate
+        assert pretrain_settings({"data_dir": "x", "learning_rate": given}).learning_rate == rate
 
 
 def test_dataset_that_does_not_fit_is_refused(tmp_path):
@@ -337,7 +345,7 @@ def test_pretraining_defaults_are_the_head_start_and_st_rl_is_an_option(tmp_path
 def test_keys_set_by_hand_win_over_the_defaults_set(raw, values):
     """A key in `runner.pretrain_dataset` wins over its `defaults` set (`null`: the schedule)."""
     got = pretrain_settings({"data_dir": "x", **raw})
-    assert [got[k] for k in ("imitation_loss_coef", "learning_rate", "imitation_labels")] == values
+    assert [getattr(got, k) for k in ("imitation_loss_coef", "learning_rate", "imitation_labels")] == values
 
 
 # ---------------------------------------------------------------------------- the head start

@@ -132,7 +132,7 @@ def dataset_settings(cfg: Any) -> dict[str, Any]:
 def build_dataset(b: PartBuild) -> DatasetPart:
     """The replayed dataset's part: its imitation weight and distance."""
     return DatasetPart(
-        name=b.name, coef=float(b.settings["imitation_loss_coef"]), target=b.cfg.algorithm.distill_target
+        name=b.name, coef=b.settings.imitation_loss_coef, target=b.cfg.algorithm.distill_target
     )
 
 
@@ -278,9 +278,7 @@ def dataset_per_step(arrays: DatasetArrays) -> tuple[float, float]:
 def rl_imitation_active(cfg: Any) -> bool:
     """Whether a run carries the pretraining's imitation term into its RL iterations."""
     runner = cfg.runner
-    return (
-        runner.pretrain_iterations > 0 and pretrain_settings(runner.pretrain_dataset)["rl_imitation_coef"] > 0
-    )
+    return runner.pretrain_iterations > 0 and pretrain_settings(runner.pretrain_dataset).rl_imitation_coef > 0
 
 
 def make_demonstration_part(name: str, env: Any, cfg: Any, groups: dict) -> DemonstrationPart:
@@ -289,7 +287,7 @@ def make_demonstration_part(name: str, env: Any, cfg: Any, groups: dict) -> Demo
     settings = pretrain_settings(cfg.runner.pretrain_dataset)
     # two-stage runs have feed-forward policies (configs.loader refuses others), so a dataset
     # step's value needs no memory
-    filter_ = settings["rl_imitation_filter"]
+    filter_ = settings.rl_imitation_filter
     arrays = load_dataset_arrays(settings, groups, env.action_size, cfg.seed)
     filter_arrays = {}
     if filter_ == "reward":
@@ -304,8 +302,8 @@ def make_demonstration_part(name: str, env: Any, cfg: Any, groups: dict) -> Demo
         name=name,
         obs={k: jnp.asarray(v) for k, v in arrays.obs.items()},
         labels=jnp.asarray(arrays.labels),
-        coef=float(settings["rl_imitation_coef"]),
-        iterations=int(settings["rl_imitation_iterations"]),
+        coef=settings.rl_imitation_coef,
+        iterations=settings.rl_imitation_iterations,
         first_rl_iteration=cfg.runner.pretrain_iterations,
         target=cfg.algorithm.distill_target,
         **filter_arrays,

@@ -12,7 +12,9 @@ happens is completed by starting the order over, and the next iterations step th
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -22,6 +24,17 @@ import numpy as np
 from flax import struct
 
 from strl_jax.buffers.motion_files import MotionFileError, read_metadata, trajectory_files
+from strl_jax.config_sections import (
+    FLAG,
+    Rule,
+    accept,
+    choice,
+    integer,
+    key,
+    number,
+    read_section,
+    section_keys,
+)
 from strl_jax.errors import ConfigError
 
 OPTION = "runner.pretrain_dataset"
@@ -37,18 +50,6 @@ OPTION = "runner.pretrain_dataset"
 # `mean_actions` a `strl_jax.collect` dataset records beside them (the demonstrator's
 # deterministic action where its executed one was a noisy sample). `defaults` names the set of
 # values the pretraining keys take where the mapping leaves them out (`STAGE_DEFAULTS`).
-KEYS = (
-    "data_dir",
-    "dataset_loops",
-    "random_shuffle_traj_order",
-    "imitation_loss_coef",
-    "learning_rate",
-    "rl_imitation_coef",
-    "rl_imitation_iterations",
-    "rl_imitation_filter",
-    "imitation_labels",
-    "defaults",
-)
 RL_IMITATION_FILTERS = ("none", "advantage", "reward")
 IMITATION_LABELS = ("actions", "mean_actions")
 
@@ -126,52 +127,72 @@ class DatasetCursor:
     episode_length: jax.Array  # [N] int32
 
 
-def pretrain_settings(raw: dict) -> dict[str, Any]:
-    """`runner.pretrain_dataset` with defaults (its `defaults` set's for the pretraining keys it
-    leaves out), checked (keys, types, the folder); `label_fallback`: the labels a trajectory
-    without the defaulted `imitation_labels` is imitated on (None: it is refused)."""
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{OPTION} must be a mapping with keys {list(KEYS)}, got {raw!r}")
-    unknown = sorted(set(raw) - set(KEYS))
-    if unknown:
-        raise ConfigError(f"{OPTION} has keys strl_jax does not read: {unknown}; valid keys: {list(KEYS)}")
-    settings = {**with_defaults(raw), **raw}
-    if not isinstance(settings.get("data_dir"), str) or not settings["data_dir"]:
-        raise ConfigError(
-            f"{OPTION}.data_dir must name a dataset folder written by python -m strl_jax.collect"
+def fixed_rate(value: Any) -> float | None:
+    """`learning_rate` as a float > 0, or None (`null`: the algorithm's schedule); ValueError
+    otherwise. YAML 1.1 reads `1e-3` (no dot) as a string, so numeric strings are read as numbers,
+    as the config schema's floats are."""
+    if value is None:
+        return None
+    rate = value
+    if isinstance(rate, str):
+        rate = float(rate)
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not (math.isfinite(rate) and rate > 0):
+        raise ValueError(value)
+    return float(rate)
+
+
+def _loops(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and (value >= 1 or value == -1)
+
+
+@dataclass(frozen=True)
+class PretrainDataset:
+    """`runner.pretrain_dataset`, read by `config_sections.read_section` after the keys it leaves
+    out have taken their `defaults` set's values (`pretrain_settings`)."""
+
+    data_dir: str = key(
+        accept(
+            lambda v: isinstance(v, str) and bool(v), "a dataset folder written by python -m strl_jax.collect"
         )
-    loops = settings["dataset_loops"]
-    if isinstance(loops, bool) or not isinstance(loops, int) or (loops < 1 and loops != -1):
-        raise ConfigError(f"{OPTION}.dataset_loops must be a positive integer or -1 (no end), got {loops!r}")
-    if not isinstance(settings["random_shuffle_traj_order"], bool):
-        raise ConfigError(f"{OPTION}.random_shuffle_traj_order must be true or false")
-    for key in ("imitation_loss_coef", "rl_imitation_coef"):
-        coef = settings[key]
-        if isinstance(coef, bool) or not isinstance(coef, int | float) or coef < 0:
-            raise ConfigError(f"{OPTION}.{key} must be a number >= 0, got {coef!r}")
-    span = settings["rl_imitation_iterations"]
-    if isinstance(span, bool) or not isinstance(span, int) or span < 0:
-        raise ConfigError(f"{OPTION}.rl_imitation_iterations must be an integer >= 0, got {span!r}")
-    if settings["rl_imitation_coef"] > 0 and span < 1:
-        raise ConfigError(
-            f"{OPTION}.rl_imitation_coef {settings['rl_imitation_coef']} needs rl_imitation_iterations >= 1 "
-            "(the RL iterations over which its weight falls to 0)"
-        )
-    if settings["rl_imitation_filter"] not in RL_IMITATION_FILTERS:
-        raise ConfigError(
-            f"{OPTION}.rl_imitation_filter must be one of {list(RL_IMITATION_FILTERS)}, "
-            f"got {settings['rl_imitation_filter']!r}"
-        )
-    if settings["imitation_labels"] not in IMITATION_LABELS:
-        raise ConfigError(
-            f"{OPTION}.imitation_labels must be one of {list(IMITATION_LABELS)}, "
-            f"got {settings['imitation_labels']!r}"
-        )
-    settings["learning_rate"] = fixed_rate(settings["learning_rate"])
-    settings["label_fallback"] = (
-        None if "imitation_labels" in raw else LABEL_FALLBACK.get(settings["imitation_labels"])
     )
-    return settings
+    dataset_loops: int = key(accept(_loops, "a positive integer or -1 (no end)"), 1)
+    random_shuffle_traj_order: bool = key(FLAG, False)
+    imitation_loss_coef: float = key(number(minimum=0.0), 100.0)
+    # the rate of every pretraining step (None: the algorithm's schedule)
+    learning_rate: float | None = key(
+        Rule(
+            fixed_rate, "a number > 0 (the rate of every pretraining step) or null (the algorithm's schedule)"
+        ),
+        3e-4,
+    )
+    rl_imitation_coef: float = key(number(minimum=0.0), 0.0)
+    rl_imitation_iterations: int = key(integer(minimum=0), 0)
+    rl_imitation_filter: str = key(choice(RL_IMITATION_FILTERS), "none")
+    imitation_labels: str = key(choice(IMITATION_LABELS), "mean_actions")
+    defaults: str = key(choice(list(STAGE_DEFAULTS)), "head_start")
+    # not a key: the labels a trajectory without the defaulted `imitation_labels` is imitated on
+    # (None: such a trajectory is refused)
+    label_fallback: str | None = None
+
+    def check(self, where: str) -> None:
+        if self.rl_imitation_coef > 0 and self.rl_imitation_iterations < 1:
+            raise ConfigError(
+                f"{where}.rl_imitation_coef {self.rl_imitation_coef:g} needs rl_imitation_iterations >= 1 "
+                "(the RL iterations over which its weight falls to 0)"
+            )
+
+
+def pretrain_settings(raw: Any) -> PretrainDataset:
+    """`runner.pretrain_dataset` read (keys, types, values), the keys it leaves out taking the
+    values of its `defaults` set; a defaulted `mean_actions` label falls back to the executed
+    actions in a trajectory that records none."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(
+            f"{OPTION} must be a mapping with keys {list(section_keys(PretrainDataset))}, got {raw!r}"
+        )
+    settings = read_section(PretrainDataset, {**with_defaults(raw), **raw}, OPTION)
+    fallback = None if "imitation_labels" in raw else LABEL_FALLBACK.get(settings.imitation_labels)
+    return dataclasses.replace(settings, label_fallback=fallback)
 
 
 def with_defaults(raw: dict) -> dict[str, Any]:
@@ -181,26 +202,6 @@ def with_defaults(raw: dict) -> dict[str, Any]:
     if not isinstance(name, str) or name not in STAGE_DEFAULTS:
         raise ConfigError(f"{OPTION}.defaults must be one of {list(STAGE_DEFAULTS)}, got {name!r}")
     return {**DEFAULTS, **asdict(STAGE_DEFAULTS[name]), "defaults": name}
-
-
-def fixed_rate(value: Any) -> float | None:
-    """`learning_rate` as a float > 0, or None (`null`: the algorithm's schedule). YAML 1.1
-    reads `1e-3` (no dot) as a string, so numeric strings are read as numbers, as the config
-    schema's floats are."""
-    if value is None:
-        return None
-    rate = value
-    if isinstance(rate, str):
-        try:
-            rate = float(rate)
-        except ValueError:
-            pass
-    if isinstance(rate, bool) or not isinstance(rate, int | float) or not (math.isfinite(rate) and rate > 0):
-        raise ConfigError(
-            f"{OPTION}.learning_rate must be a number > 0 (the rate of every pretraining step; "
-            f"null for algorithm.schedule), got {value!r}"
-        )
-    return float(rate)
 
 
 def read_pieces(
@@ -241,11 +242,11 @@ def read_pieces(
 
 
 def load_dataset_arrays(
-    settings: dict[str, Any], groups: dict[str, tuple[int, ...]], action_size: int, seed: int
+    settings: PretrainDataset, groups: dict[str, tuple[int, ...]], action_size: int, seed: int
 ) -> DatasetArrays:
     """The dataset's steps as host arrays, checked against the learner's observation groups
     (`policy` from the files' `obs`, `critic` from `critic_obs`, or `obs` where they hold none)."""
-    data_dir = settings["data_dir"]
+    data_dir = settings.data_dir
     where = f"{OPTION}.data_dir {str(data_dir)!r}"
     try:
         read_metadata(data_dir)
@@ -260,7 +261,7 @@ def load_dataset_arrays(
             f"{where}: the policy reads observation groups {unknown}, which datasets do not store "
             "(they hold the policy and critic groups)"
         )
-    pieces = read_pieces(files, settings["imitation_labels"], settings.get("label_fallback"))
+    pieces = read_pieces(files, settings.imitation_labels, settings.label_fallback)
     lengths = np.asarray([len(r) for r in pieces["rewards"]], np.int32)
     obs = {}
     for group, shape in groups.items():
@@ -275,7 +276,7 @@ def load_dataset_arrays(
         raise ConfigError(f"{where}: actions of size {actions.shape[1:]}, the env's {action_size}")
     labels = np.concatenate(pieces["labels"]).astype(np.float32)
     if labels.shape != actions.shape:
-        name = settings["imitation_labels"]
+        name = settings.imitation_labels
         raise ConfigError(f"{where}: {name} of size {labels.shape[1:]}, the env's {action_size}")
     return DatasetArrays(
         obs=obs,
@@ -288,19 +289,17 @@ def load_dataset_arrays(
         length=lengths,
         order=play_order(len(lengths), settings, seed),
         end=np.asarray(
-            np.iinfo(np.int32).max
-            if settings["dataset_loops"] == -1
-            else settings["dataset_loops"] * len(lengths),
+            np.iinfo(np.int32).max if settings.dataset_loops == -1 else settings.dataset_loops * len(lengths),
             np.int32,
         ),
     )
 
 
-def play_order(num_trajectories: int, settings: dict[str, Any], seed: int) -> np.ndarray:
+def play_order(num_trajectories: int, settings: PretrainDataset, seed: int) -> np.ndarray:
     """Trajectory indices pass after pass: file order, or a permutation per pass."""
-    loops = settings["dataset_loops"]
+    loops = settings.dataset_loops
     passes = CYCLE_PASSES if loops == -1 else loops
-    if not settings["random_shuffle_traj_order"]:
+    if not settings.random_shuffle_traj_order:
         return np.tile(np.arange(num_trajectories, dtype=np.int32), passes)
     rng = np.random.default_rng(seed)
     return np.concatenate([rng.permutation(num_trajectories) for _ in range(passes)]).astype(np.int32)

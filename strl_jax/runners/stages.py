@@ -62,7 +62,7 @@ def pretrain_source(cfg: TrainConfig, programs: Any) -> DatasetSource:
     arrays = jax.tree.map(
         lambda x: jax.make_array_from_callback(x.shape, replicated, lambda idx: x[idx]), arrays
     )
-    return DatasetSource(dataset=arrays, fixed_rate=settings["learning_rate"])
+    return DatasetSource(dataset=arrays, fixed_rate=settings.learning_rate)
 
 
 def stage_programs(cfg: TrainConfig, programs: Any, stage: dict[str, Any], iteration: int) -> Callable:
