@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import math
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from strl_jax.configs.loader import resolve_config
 from strl_jax.envs import make_env_from_config
 from strl_jax.inference import load_policy
 from strl_jax.networks.normalizer import InputNormalization
+from strl_jax.plot import read_metrics
 from strl_jax.runners.learner_builder import make_learner
 from strl_jax.runners.members import run_keys
 from strl_jax.runners.runner import build_programs, train
@@ -628,7 +628,7 @@ def train_main(run: Path, overrides: list[str]) -> list[dict]:
     from strl_jax.train import main
 
     assert main(["--log_dir", str(run), "--quiet", *overrides]) == 0
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return read_metrics(run)
 
 
 def label_pull_run(overrides: list[str], root: Path, run: Path) -> dict:
@@ -707,8 +707,7 @@ def go1_config(*overrides: str):
 def go1_flat_run(root: Path, seed: int = 1) -> tuple:
     """`GO1_ITERATIONS` iterations of the small Go1 run: its result and metric rows."""
     result = train(go1_config(f"runner.max_iterations={GO1_ITERATIONS}", f"seed={seed}"), root, verbose=False)
-    rows = [json.loads(line) for line in (root / "metrics.jsonl").read_text().splitlines()]
-    return result, rows
+    return result, read_metrics(root)
 
 
 def go1_flat_ratios(rows: list[dict]) -> dict:
