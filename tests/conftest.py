@@ -86,7 +86,7 @@ HEAVY_FIRST: tuple[str, ...] = (
     "test_tanh_gaussian",
     "test_envs",
     "test_entry_points",
-    "test_go1_walk_example",
+    "test_walk_examples",
     "test_mutex",
     "test_checkpoint_resume",
     "test_episode_length",

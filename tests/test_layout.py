@@ -109,8 +109,8 @@ LAYERS = (
     ("train", "play", "collect", "export", "plot"),
     # built on other commands (dagger collects; the sim-to-sim episodes run an export)
     ("dagger", "native_episodes"),
-    # the sim-to-sim command over its episodes
-    ("deploy",),
+    # the sim-to-sim command over its episodes; held commands in both simulators
+    ("deploy", "command_tracking"),
 )
 
 

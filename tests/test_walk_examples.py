@@ -1,0 +1,91 @@
+"""Each shipped walking policy (`examples/<robot>_walk`) tracks what it is told, in the JAX env and
+in C MuJoCo: forward 1.0 m/s, sideways 0.5 m/s and turning 1.0 rad/s, each command held for 500
+steps (10 s) from the same starts on both sides (`strl_jax.command_tracking`), with per-episode RMS
+tracking errors (base frame) under limits measured on the shipped checkpoint. A change to the
+library that breaks loading a run, acting, the held command, the env or its native twin fails here.
+
+The limits come from `python bench/walk_limits.py examples/<robot>_walk` (16 starts per command:
+env keys 0 and 1, 8 envs each, 500 steps, both simulators): the worst episode's linear (m/s) and
+yaw-rate (rad/s) error over both simulators, times 1.25, rounded up. Here 2 envs of key 0 run per
+command. A standing robot scores 1.0, 0.5 and 1.0 on the commanded axis; one moving at 60% of the
+command, 0.4, 0.2, 0.4.
+
+go1_walk (`hand`: Go1's numpy twin), worst episode JAX / native -> limit (linear, yaw):
+  forward 1 m/s:     lin 0.166 / 0.171, yaw 0.072 / 0.076 -> 0.21, 0.10
+  sideways 0.5 m/s:  lin 0.140 / 0.142, yaw 0.188 / 0.185 -> 0.18, 0.24
+  turning 1 rad/s:   lin 0.113 / 0.111, yaw 0.197 / 0.197 -> 0.15, 0.25
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+
+from strl_jax.command_tracking import HELD_COMMANDS, held_command_episodes, worst_errors
+from strl_jax.inference import load_policy
+from strl_jax.native_episodes import exported_onnx, load_onnx_policy
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
+STEPS, ENVS = 500, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    task: str
+    native: str  # the native path its C MuJoCo episodes take
+    limits: dict[tuple[float, float, float], tuple[float, float]]  # command -> (linear, yaw) limit
+
+
+EXAMPLES = {
+    "go1_walk": Example(
+        task="Go1JoystickFlatTerrain",
+        native="hand",
+        limits={(1.0, 0.0, 0.0): (0.21, 0.10), (0.0, 0.5, 0.0): (0.18, 0.24), (0.0, 0.0, 1.0): (0.15, 0.25)},
+    ),
+}
+
+
+def check_tracking(episodes: list[dict], example: Example, command, where: str) -> None:
+    for e, out in enumerate(episodes):
+        assert out["fell"] == 0.0 and out["length"] == STEPS, f"command {command}, env {e}, {where}: {out}"
+    lin, yaw = worst_errors(episodes)
+    lin_limit, yaw_limit = example.limits[tuple(command)]
+    assert lin <= lin_limit and yaw <= yaw_limit, (
+        f"command {command} {where}: RMS error {lin:.3f} m/s (limit {lin_limit}), "
+        f"{yaw:.3f} rad/s (limit {yaw_limit})"
+    )
+
+
+@pytest.fixture(scope="module", params=sorted(EXAMPLES))
+def shipped(request, tmp_path_factory):
+    """An example run (copied: the export may be refreshed), its policy, and the held commands'
+    episodes on both sides."""
+    run = tmp_path_factory.mktemp("example") / request.param
+    shutil.copytree(EXAMPLES_DIR / request.param, run)
+    example = EXAMPLES[request.param]
+    loaded = load_policy(run)
+    policy = load_onnx_policy(exported_onnx(run, loaded))
+    episodes = held_command_episodes(loaded, policy, HELD_COMMANDS, ENVS, STEPS, 0, example.native)
+    return example, loaded, episodes
+
+
+def test_the_shipped_policy_tracks_each_command_in_the_jax_env(shipped):
+    example, loaded, episodes = shipped
+    assert loaded.cfg.env.task == example.task
+    for command, compared in zip(HELD_COMMANDS, episodes, strict=True):
+        check_tracking(compared.jax, example, command, "JAX")
+
+
+def test_the_shipped_policy_tracks_each_command_in_c_mujoco(shipped):
+    example, _, episodes = shipped
+    for command, compared in zip(HELD_COMMANDS, episodes, strict=True):
+        check_tracking(compared.native, example, command, "C MuJoCo")
+
+
+def test_every_example_that_walks_is_checked():
+    """A new `examples/<robot>_walk` folder needs its limits here."""
+    shipped = {p.name for p in EXAMPLES_DIR.glob("*_walk") if (p / "config.yaml").exists()}
+    assert shipped == set(EXAMPLES)
