@@ -57,6 +57,7 @@ def log_rows_until(path: Path, iteration: int) -> list[str]:
 def ship(run: Path, checkpoint: int, out: Path, envs: int, export: bool = True) -> list[Path]:
     """Write `out` (it must not exist) from `run`'s `checkpoint` (with `export`, the exported
     policy too); the written files."""
+    from strl_jax.checkpoints.file_record import complete_record, record_items
     from strl_jax.checkpoints.orbax_checkpoints import CHECKPOINT_DIR, open_manager, restore_raw
     from strl_jax.export import export_run
     from strl_jax.inference import load_policy
@@ -86,6 +87,10 @@ def ship(run: Path, checkpoint: int, out: Path, envs: int, export: bool = True) 
     target.save(checkpoint, args=args, force=True)
     target.wait_until_finished()
     target.close()
+    # the record of the step's files, which restores check (the run's own saves write it as they go)
+    step_folder = out / CHECKPOINT_DIR / str(checkpoint)
+    record_items(step_folder)
+    complete_record(step_folder)
     if export:
         export_run(load_policy(out, checkpoint), out / "exported")
     return sorted(p for p in out.rglob("*") if p.is_file())

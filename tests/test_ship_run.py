@@ -1,5 +1,6 @@
 """`bench/ship_run.py` writes a run small enough to commit that plays as the original: the same
-train state (params, normalisers, optimiser) and meta, the rollout state cut to a few envs. Its
+train state (params, normalisers, optimiser) and meta, the rollout state cut to a few envs, the
+step's record of its files (which every restore checks) written. Its
 export is `strl_jax.export`'s (tested in its own module), so it is left out here."""
 
 from __future__ import annotations
@@ -20,12 +21,16 @@ STEP = 438
 
 
 def test_the_shipped_run_keeps_the_policy_and_a_cut_rollout_state(tmp_path):
-    from strl_jax.checkpoints.orbax_checkpoints import open_manager, restore_raw
+    from strl_jax.checkpoints.file_record import RECORD
+    from strl_jax.checkpoints.orbax_checkpoints import check_step, open_manager, restore_raw
 
     out = tmp_path / "shipped"
     files = ship_run.ship(EXAMPLE, STEP, out, envs=2, export=False)
     assert out / "config.yaml" in files
     assert len((out / "metrics.jsonl").read_text().splitlines()) == STEP
+    # the step holds the record of its files, as a run's own steps do, and its files match it
+    assert (out / "checkpoints" / str(STEP) / RECORD).is_file()
+    check_step(open_manager(out / "checkpoints", read_only=True), STEP)
     raw, meta = restore_raw(open_manager(out / "checkpoints", read_only=True), STEP)
     assert {x.shape[0] for x in jax.tree.leaves(raw["rollout_state"])} == {2}
     cut = [e["shape"][0] for n, e in meta["layout"].items() if n.startswith("rollout_state.")]
