@@ -4,7 +4,8 @@ steps (10 s) from the same starts on both sides (`strl_jax.command_tracking`), w
 tracking errors (base frame) under limits measured on the shipped checkpoint. A change to the
 library that breaks loading a run, acting, the held command, the env or its native twin fails here.
 
-The limits come from `python bench/walk_limits.py examples/<robot>_walk` (16 starts per command:
+The limits follow the protocol `python bench/walk_limits.py examples/<robot>_walk` runs (go1_walk's
+were measured with it before the script existed; 16 starts per command:
 env keys 0 and 1, 8 envs each, 500 steps, both simulators): the worst episode's linear (m/s) and
 yaw-rate (rad/s) error over both simulators, times 1.25, rounded up. Here 2 envs of key 0 run per
 command. A standing robot scores 1.0, 0.5 and 1.0 on the commanded axis; one moving at 60% of the
