@@ -47,9 +47,11 @@ wall time and env steps, the target line, strl_jax's seeds in blues, the peer's 
 markers: falls above `--max-falls`). runs/ holds the run folders and checkpoints, logs/ the
 workers' output. `--eval-only` re-evaluates the checkpoints listed in an existing runs.json.
 `--resume` continues an invocation that was stopped (the whole benchmark takes five hours and its
-evaluations): the runs whose training finished are kept, the others are trained
-again from the start; each run records the machine it trained on, and the summary names them
-when they differ.
+evaluations): the runs whose training finished are kept; a strl_jax run that was cut continues
+from its newest checkpoint in a new process (`train --resume`, exact), its clock counting on from
+that checkpoint's wall time (the training after it is lost, not counted); the peer's runs are
+trained again from the start. Each run records the machine it trained on, and the summary names
+them when they differ, and the points where a run was continued.
 
     # the benchmark: 3 x 60 minutes of strl_jax, 120 minutes of the peer, then the evaluations
     python bench/go1_walk.py --out /tmp/go1_walk
@@ -171,17 +173,19 @@ def read_checkpoints(run_dir: str | Path) -> list[dict]:
 
 
 class WallClock:
-    """Checkpoint cadence and time limit on the clock of this process (seconds since it started)."""
+    """Checkpoint cadence and time limit on the clock of this process (seconds since it started),
+    plus `offset_s`: the training time a continued run had before this process (its checkpoint's)."""
 
-    def __init__(self, limit_s: float, every_s: float) -> None:
+    def __init__(self, limit_s: float, every_s: float, offset_s: float = 0.0) -> None:
         self.start = process_start()
+        self.offset_s = offset_s
         self.limit_s = limit_s
         self.every_s = every_s
-        self.next_s = every_s
+        self.next_s = every_s * (math.floor(offset_s / every_s) + 1)
         self.over = False
 
     def now(self) -> float:
-        return time.time() - self.start
+        return self.offset_s + time.time() - self.start
 
     def due(self, now: float, final: bool = False) -> bool:
         """Whether to checkpoint now: a cadence mark passed, the time is up, or the run ends."""
@@ -203,7 +207,8 @@ def strl_train_worker(spec: dict) -> dict:
 
     from strl_jax.runners import runner as runner_module
 
-    clock = WallClock(spec["limit_s"], spec["checkpoint_s"])
+    continued = spec.get("continue_from")  # a checkpoints.jsonl entry of this run, cut after it
+    clock = WallClock(spec["limit_s"], spec["checkpoint_s"], continued["wall_s"] if continued else 0.0)
     run_dir = Path(spec["log_dir"])
     save_members = runner_module.save_members
 
@@ -218,9 +223,12 @@ def strl_train_worker(spec: dict) -> dict:
             raise StopRun
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / CHECKPOINTS_FILE).unlink(missing_ok=True)
+    kept = [e for e in read_checkpoints(run_dir) if continued and e["iteration"] <= continued["iteration"]]
+    (run_dir / CHECKPOINTS_FILE).write_text("".join(json.dumps(e) + "\n" for e in kept))
+    resume = {"resume_checkpoint": continued["iteration"]} if continued else {}
+    worker_spec = {**spec, **resume, "target": None, "time_limit_s": None, "stop_at_target": False}
     with mock.patch.object(runner_module, "save_members", save_on_the_clock):
-        result = strl_worker({**spec, "target": None, "time_limit_s": None, "stop_at_target": False})
+        result = strl_worker(worker_spec)
     result["stop_reason"] = "time_limit" if clock.over else result.get("stop_reason")
     result["checkpoints"] = read_checkpoints(run_dir)
     return result
@@ -531,6 +539,8 @@ def planned_runs(args: argparse.Namespace) -> list[dict]:
 def train(record: dict, out: Path) -> None:
     """One run's training worker; its checkpoints from checkpoints.jsonl (kept if it failed)."""
     spec = dict(record["spec"], log_dir=str(out / "runs" / record["label"]))
+    if record.get("continued"):
+        spec["continue_from"] = {k: v for k, v in record["continued"][-1].items() if k != "machine"}
     record["run_dir"] = spec["log_dir"]
     kind = "strl_jax" if record["library"] == "strl_jax" else "playground"
     argv = [sys.executable, str(Path(__file__).resolve()), "--worker", kind]
@@ -644,6 +654,29 @@ def finished_runs(out: Path, plans: list[dict]) -> dict[str, dict]:
             )
         finished[plan["label"]] = {**record, "machine": record.get("machine") or {"cpu_model": "unknown"}}
     return finished
+
+
+def continuation(run_dir: Path) -> dict | None:
+    """Where a cut strl_jax run continues: its newest checkpoints.jsonl entry whose checkpoint
+    folder is on disk (a checkpoint being written when the run was killed is not listed yet)."""
+    for entry in reversed(read_checkpoints(run_dir)):
+        if (run_dir / "checkpoints" / str(entry["iteration"])).is_dir():
+            return entry
+    return None
+
+
+def started_before(plan: dict, saved: dict) -> dict | None:
+    """The continuation point of a planned strl_jax run that an earlier invocation with this --out
+    started as now planned and did not finish; None where it must train from the start."""
+    record = next((r for r in saved.get("runs", []) if r["label"] == plan["label"]), None)
+    if plan["library"] != "strl_jax" or record is None or "train" in record:
+        return None
+    if record["spec"] != json.loads(json.dumps(plan["spec"])):
+        return None
+    cut = continuation(Path(plan["run_dir"]))
+    if cut is None:
+        return None
+    return {**cut, "before": {k: record[k] for k in ("machine", "continued") if k in record}}
 
 
 def selected_runs(plans: list[dict], finished: dict[str, dict], only: list[str] | None) -> list[dict]:
@@ -917,6 +950,17 @@ def write_outputs(out: Path, info: dict, records: list[dict], args: argparse.Nam
             + "; ".join(f"{label} {cpu}" for label, cpu in machines.items())
             + "."
         )
+    continued = [r for r in records if r.get("continued")]
+    if continued:
+        notes.append(
+            "Cut and continued from a checkpoint in a new process (the clock counts on from the "
+            "checkpoint's wall time; the training lost after it is not counted): "
+            + "; ".join(
+                f"{r['label']} at " + ", ".join(f"{c['wall_s']:.0f} s" for c in r["continued"])
+                for r in continued
+            )
+            + "."
+        )
     trained = {k: v for r in records for k, v in (r.get("trained_reward") or {}).items()}
     if trained:
         notes.append(
@@ -1097,8 +1141,19 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             started.add(plan["label"])
             plan["run_dir"] = str(out / "runs" / plan["label"])
-            shutil.rmtree(plan["run_dir"], ignore_errors=True)  # a resumed invocation's unfinished run
-            plan["machine"] = machine_info()
+            cut = started_before(plan, saved) if args.resume else None
+            if cut is not None:
+                before = cut.pop("before")
+                plan["machine"] = before.get("machine") or machine_info()
+                plan["continued"] = before.get("continued", []) + [{**cut, "machine": machine_info()}]
+                print(
+                    f"{plan['label']}: cut before; continues from its checkpoint at iteration "
+                    f"{cut['iteration']} ({cut['wall_s']:.0f} s)",
+                    flush=True,
+                )
+            else:
+                shutil.rmtree(plan["run_dir"], ignore_errors=True)  # a resumed invocation's cut run
+                plan["machine"] = machine_info()
             # a kill during training keeps this run and every finished one on record
             save()
             train(plan, out)

@@ -97,6 +97,32 @@ def test_go1_walk_resume_keeps_finished_runs_planned_as_now(tmp_path):
         go1_walk.finished_runs(tmp_path / "elsewhere", plans)
 
 
+def test_go1_walk_resume_continues_a_cut_strl_jax_run_from_its_newest_checkpoint_on_disk(tmp_path):
+    """A run killed while training continues from the newest listed checkpoint whose folder is
+    there, with its clock at that checkpoint's wall time; one planned differently, the peer's and
+    one without a checkpoint train again from the start."""
+    import go1_walk
+
+    run_dir = tmp_path / "runs" / "strl_jax-seed1"
+    (run_dir / "checkpoints" / "10").mkdir(parents=True)
+    (run_dir / "checkpoints" / "20").mkdir()
+    entries = [{"iteration": i, "env_steps": 100 * i, "wall_s": 18.0 * i} for i in (10, 20, 30)]
+    lines = "".join(json.dumps(e) + "\n" for e in entries) + '{"iteration": 4'  # cut mid-line
+    (run_dir / go1_walk.CHECKPOINTS_FILE).write_text(lines)
+    assert go1_walk.continuation(run_dir) == entries[1]  # 30 was listed, its folder never written
+    spec = {"task": "Op3Joystick", "overrides": ["seed=1"], "limit_s": 7200.0}
+    saved = {"runs": [{"label": "strl_jax-seed1", "spec": spec, "machine": {"cpu_model": "A"}}]}
+    plan = {"label": "strl_jax-seed1", "library": "strl_jax", "spec": spec, "run_dir": str(run_dir)}
+    assert go1_walk.started_before(plan, saved) == {**entries[1], "before": {"machine": {"cpu_model": "A"}}}
+    assert go1_walk.started_before({**plan, "spec": {**spec, "limit_s": 3600.0}}, saved) is None
+    assert go1_walk.started_before({**plan, "library": "playground"}, saved) is None
+    assert go1_walk.started_before(plan, {"runs": [{**saved["runs"][0], "train": {}}]}) is None
+    assert go1_walk.started_before({**plan, "run_dir": str(tmp_path / "none")}, saved) is None
+    clock = go1_walk.WallClock(limit_s=7200.0, every_s=180.0, offset_s=360.0)
+    assert clock.now() >= 360.0 and clock.next_s == 540.0
+    assert not clock.due(400.0) and clock.due(540.0) and clock.due(7200.0) and clock.over
+
+
 def test_go1_walk_only_trains_the_named_runs_and_keeps_the_finished_ones():
     import go1_walk
 

@@ -45,3 +45,25 @@ def test_optimised_lists_the_modules_whose_spread_was_measured_optimised():
             f"{case.module}: spread measured {'with' if case.optimised else 'without'} XLA's "
             f"optimisations, but the module compiles {'with' if case.module in OPTIMISED else 'without'}"
         )
+
+
+def quick_compiled_tests() -> set[str]:
+    """`module::test` of every test marked `quick_compile`, read from the source."""
+    marked = set()
+    for path in TESTS.glob("test_*.py"):
+        lines = path.read_text().splitlines()
+        for line, following in zip(lines, lines[1:], strict=False):
+            if line.strip() == "@pytest.mark.quick_compile" and following.startswith("def test_"):
+                marked.add(f"{path.stem}::{following[4:].split('(')[0]}")
+    return marked
+
+
+def test_quick_compiled_tests_of_optimised_modules_assert_no_learning():
+    """A `quick_compile` mark takes a test off its module's optimised programs: only for tests
+    with no learning assertion, and only where the module is optimised (elsewhere it does nothing)."""
+    _, assertions = spread_lists()
+    learning = {name.split(":")[0] + "::" + name.split("::")[1].split(":")[0] for name in assertions}
+    marked = quick_compiled_tests()
+    assert marked, "no test is marked quick_compile"
+    assert not marked & learning, f"learning assertions compiled quickly: {marked & learning}"
+    assert {name.split("::")[0] for name in marked} <= OPTIMISED, marked

@@ -122,6 +122,7 @@ def test_resume_is_exact(learning_run, tmp_path):
     assert_trees_equal(state_split, state_full)
 
 
+@pytest.mark.quick_compile
 def test_play_writes_a_playground_trajectory(learning_run, capsys):
     result, _ = learning_run
     out = result.log_dir / "play_test"
@@ -138,6 +139,7 @@ def test_play_writes_a_playground_trajectory(learning_run, capsys):
     np.testing.assert_allclose(np.diff(episode["time"]), 0.02, atol=1e-4)
 
 
+@pytest.mark.quick_compile
 def test_collect_records_a_playground_dataset_for_pretraining(learning_run, tmp_path):
     """A Playground run's dataset: observations of both groups, executed actions, rewards and dones,
     no AMP frames (those are built from a Brax body layout); two-stage pretraining's loader takes

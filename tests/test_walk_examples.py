@@ -15,6 +15,11 @@ go1_walk (`hand`: Go1's numpy twin), worst episode JAX / native -> limit (linear
   forward 1 m/s:     lin 0.166 / 0.171, yaw 0.072 / 0.076 -> 0.21, 0.10
   sideways 0.5 m/s:  lin 0.140 / 0.142, yaw 0.188 / 0.185 -> 0.18, 0.24
   turning 1 rad/s:   lin 0.113 / 0.111, yaw 0.197 / 0.197 -> 0.15, 0.25
+barkour_walk (`generic`):
+  forward 1 m/s:     lin 0.241 / 0.240, yaw 0.114 / 0.115 -> 0.31, 0.15
+  sideways 0.5 m/s:  lin 0.190 / 0.178, yaw 0.149 / 0.146 -> 0.24, 0.19
+  turning 1 rad/s:   lin 0.282 / 0.284, yaw 0.315 / 0.314 -> 0.36, 0.40 (Barkour's task commands
+                     yaw rates within 0.7 rad/s: it turns at that)
 """
 
 from __future__ import annotations
@@ -45,6 +50,11 @@ EXAMPLES = {
         task="Go1JoystickFlatTerrain",
         native="hand",
         limits={(1.0, 0.0, 0.0): (0.21, 0.10), (0.0, 0.5, 0.0): (0.18, 0.24), (0.0, 0.0, 1.0): (0.15, 0.25)},
+    ),
+    "barkour_walk": Example(
+        task="BarkourJoystick",
+        native="generic",
+        limits={(1.0, 0.0, 0.0): (0.31, 0.15), (0.0, 0.5, 0.0): (0.24, 0.19), (0.0, 0.0, 1.0): (0.36, 0.40)},
     ),
 }
 
