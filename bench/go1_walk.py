@@ -223,7 +223,11 @@ def strl_train_worker(spec: dict) -> dict:
             raise StopRun
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    kept = [e for e in read_checkpoints(run_dir) if continued and e["iteration"] <= continued["iteration"]]
+    kept = (
+        [e for e in read_checkpoints(run_dir) if e["iteration"] <= continued["iteration"]]
+        if continued
+        else []
+    )
     (run_dir / CHECKPOINTS_FILE).write_text("".join(json.dumps(e) + "\n" for e in kept))
     resume = {"resume_checkpoint": continued["iteration"]} if continued else {}
     worker_spec = {**spec, **resume, "target": None, "time_limit_s": None, "stop_at_target": False}

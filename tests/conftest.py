@@ -191,7 +191,7 @@ def _test_compile_effort(request):
     """A test marked `quick_compile` compiles quickly also in an `OPTIMISED` module: one whose
     programs are its own (it compares nothing with the module's optimised runs) and whose
     assertions are exact properties, not learning thresholds (e.g. `play` and `collect` on the
-    Go1 run of test_playground_training: a fifth to a third of their cold time)."""
+    Go1 run of test_playground_training: about a third less cold time)."""
     marked = request.node.get_closest_marker("quick_compile") is not None
     optimised = Path(request.module.__file__).stem in OPTIMISED
     if not (marked and optimised):
