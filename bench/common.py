@@ -111,12 +111,12 @@ def xla_cpu_defaults():
 def child_environment(python_path: str | None = None) -> dict[str, str]:
     """The environment for a worker: no persistent compilation cache, unbuffered output.
 
-    The XLA default that importing strl_jax added here is taken out: each worker adds it again
-    for its own jaxlib (an older jaxlib would abort on the flag).
+    The XLA flags that importing strl_jax added here are taken out: each worker adds them again
+    for its own jaxlib (an older jaxlib would abort on a flag it lacks).
     """
     env = {k: v for k, v in os.environ.items() if k not in CACHE_VARIABLES}
-    added = f"{xla_cpu_defaults().YNN_FUSION_FLAG}="
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if f != added]
+    added = xla_cpu_defaults().added_flags()
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if f not in added]
     if flags:
         env["XLA_FLAGS"] = " ".join(flags)
     else:

@@ -139,6 +139,18 @@ def spread(values: list[float], scale: float = 1.0, digits: int = 2) -> str:
     return " / ".join("never" if math.isinf(v) else num(v / scale, digits) for v in picks)
 
 
+def run_sps(run: dict) -> float:
+    """A run's env steps/s: its training's own figure, or for a run cut before it reported one (a
+    stopped invocation) its newest evaluated checkpoint's env steps over wall time."""
+    import go1_walk
+
+    reported = run.get("train", {}).get("sps")
+    if reported:
+        return reported
+    newest = go1_walk.evaluated(run)[-1]
+    return newest["env_steps"] / newest["wall_s"]
+
+
 def robot_row(name: str, runs: dict, throughput: dict, steps_to_target: float | None) -> list:
     """One robot's line: its trained seeds where `runs` (go1_walk's runs.json) has them, else its
     throughput and the time the quadrupeds' median env steps to target would take at it."""
@@ -154,7 +166,7 @@ def robot_row(name: str, runs: dict, throughput: dict, steps_to_target: float | 
     if seeds and target is not None:
         hits = [go1_walk.reached(r, target, runs["args"].get("max_falls", 0.05)) for r in seeds]
         last = [go1_walk.evaluated(r)[-1] for r in seeds]
-        sps = statistics.median(r["train"]["sps"] for r in seeds if r.get("train", {}).get("sps"))
+        sps = statistics.median(run_sps(r) for r in seeds)
         minutes = [math.inf if h is None else h["wall_s"] for h in hits]
         steps = [math.inf if h is None else h["env_steps"] for h in hits]
         return [

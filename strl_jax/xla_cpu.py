@@ -14,6 +14,12 @@ flag, only when `XLA_FLAGS` does not set it already, and not at all with
 `STRL_JAX_XLA_CPU_DEFAULTS=0`. Importing `strl_jax` applies it (no effect when jax has already
 created its backends). This module imports nothing outside the standard library, so that other
 interpreters (the benchmarks' brax venv) can load it by path.
+
+`STRL_JAX_XLA_CPU_FAST_COMPILE=1` trades step speed for compile time, for runs that compile more
+than they step (the test suite sets it): `--xla_cpu_use_fusion_emitters=false` emits fusions with
+XLA's older elemental emitter, whose programs compile in about half the time with XLA's
+optimisations off and a third less with them on, and whose env steps run 10-20% slower at
+training sizes (BENCHMARKS.md, "Compile time on the CPU"). Off by default.
 """
 
 from __future__ import annotations
@@ -27,6 +33,10 @@ YNN_FUSION_FLAG = "--xla_cpu_experimental_ynn_fusion_type"
 # XLA would abort on it. 0.8.0 and older lack it; releases after 0.12 are not checked yet.
 FLAG_VERSIONS = ((0, 8, 3), (0, 12, 99))
 OPT_OUT_VARIABLE = "STRL_JAX_XLA_CPU_DEFAULTS"
+FAST_COMPILE_FLAG = "--xla_cpu_use_fusion_emitters"
+# found in the shared libraries of jaxlib 0.8.0, 0.9.0 and 0.10.2
+FAST_COMPILE_VERSIONS = ((0, 8, 0), (0, 12, 99))
+FAST_COMPILE_VARIABLE = "STRL_JAX_XLA_CPU_FAST_COMPILE"
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -35,13 +45,18 @@ def parse_version(text: str) -> tuple[int, ...]:
     return tuple(int(part or 0) for part in match.groups()) if match else ()
 
 
-def flag_known(jaxlib_version: str | None) -> bool:
-    """Whether jaxlib `jaxlib_version` has the YNNPACK fusion flag."""
+def flag_known(jaxlib_version: str | None, versions: tuple = FLAG_VERSIONS) -> bool:
+    """Whether jaxlib `jaxlib_version` lies in `versions` (first, last), the releases known to
+    have a flag (by default the YNNPACK fusion flag's)."""
     if not jaxlib_version or not parse_version(jaxlib_version):
         return False
     version = parse_version(jaxlib_version)
-    low, high = FLAG_VERSIONS
+    low, high = versions
     return low <= version <= high
+
+
+def switched_on(value: str | None) -> bool:
+    return value is not None and value.strip().lower() in ("1", "true", "yes", "on")
 
 
 def installed_jaxlib() -> str | None:
@@ -51,20 +66,35 @@ def installed_jaxlib() -> str | None:
         return None
 
 
-def cpu_flags(xla_flags: str, jaxlib_version: str | None, opt_out: str | None = None) -> str:
-    """`xla_flags` with the YNNPACK default added where it applies (else unchanged)."""
-    if opt_out is not None and opt_out.strip().lower() in ("0", "false", "no", "off"):
-        return xla_flags
-    if YNN_FUSION_FLAG.lstrip("-") in xla_flags or not flag_known(jaxlib_version):
-        return xla_flags
-    return f"{xla_flags} {YNN_FUSION_FLAG}=".strip()
+def cpu_flags(
+    xla_flags: str, jaxlib_version: str | None, opt_out: str | None = None, fast_compile: str | None = None
+) -> str:
+    """`xla_flags` with the YNNPACK default added where it applies, and the fast-compile flag where
+    `fast_compile` (STRL_JAX_XLA_CPU_FAST_COMPILE's value) asks for it; a flag `xla_flags` sets
+    already is left as it is."""
+    added = []
+    opted_out = opt_out is not None and opt_out.strip().lower() in ("0", "false", "no", "off")
+    if not opted_out and YNN_FUSION_FLAG.lstrip("-") not in xla_flags and flag_known(jaxlib_version):
+        added.append(f"{YNN_FUSION_FLAG}=")
+    fast = switched_on(fast_compile) and flag_known(jaxlib_version, FAST_COMPILE_VERSIONS)
+    if fast and FAST_COMPILE_FLAG.lstrip("-") not in xla_flags:
+        added.append(f"{FAST_COMPILE_FLAG}=false")
+    return " ".join([xla_flags, *added]).strip() if added else xla_flags
+
+
+def added_flags() -> tuple[str, ...]:
+    """The flags `cpu_flags` may add, as they appear in `XLA_FLAGS` (bench workers take them out
+    and add them again for their own jaxlib)."""
+    return (f"{YNN_FUSION_FLAG}=", f"{FAST_COMPILE_FLAG}=false")
 
 
 def apply_cpu_defaults(environ: os._Environ | dict | None = None) -> bool:
-    """Add the default to `XLA_FLAGS` of `environ` (the process's); True if it was added."""
+    """Add the defaults to `XLA_FLAGS` of `environ` (the process's); True if any was added."""
     environ = os.environ if environ is None else environ
     before = environ.get("XLA_FLAGS", "")
-    after = cpu_flags(before, installed_jaxlib(), environ.get(OPT_OUT_VARIABLE))
+    after = cpu_flags(
+        before, installed_jaxlib(), environ.get(OPT_OUT_VARIABLE), environ.get(FAST_COMPILE_VARIABLE)
+    )
     if after == before:
         return False
     environ["XLA_FLAGS"] = after

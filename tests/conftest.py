@@ -10,7 +10,12 @@ compiled programs, are shared as before), and the most expensive modules are han
 
 The suite runs with the XLA:CPU flags the environment gives it: strl_jax's default, or XLA's own
 with `STRL_JAX_XLA_CPU_DEFAULTS=0`. The two round floats differently, as other CPU models do; the
-learning thresholds hold under both (tests/learning_runs.py).
+learning thresholds hold under both (tests/learning_runs.py). Either way it compiles with
+`STRL_JAX_XLA_CPU_FAST_COMPILE=1` (strl_jax/xla_cpu.py: XLA's older fusion emitter), set here
+before jax creates its backends and inherited by every worker and subprocess: most of the
+suite's time is compiling, which that halves, and its slower steps cost far less than it saves
+(BENCHMARKS.md, "Compile time on the CPU"). `STRL_JAX_XLA_CPU_FAST_COMPILE=0` in the environment
+keeps XLA's emitter.
 
 Every compiled XLA:CPU program keeps its JIT code in memory mappings, and Linux caps a process
 at vm.max_map_count of them (65,530): a suite that kept every module's programs alive crossed it
@@ -24,6 +29,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+
+os.environ.setdefault("STRL_JAX_XLA_CPU_FAST_COMPILE", "1")  # before jax's backends: see above
+from strl_jax.xla_cpu import apply_cpu_defaults
+
+apply_cpu_defaults()  # also where strl_jax was imported before this module set the variable
 
 import jax
 import pytest
