@@ -14,6 +14,8 @@ that a threshold can be set with margin below the worst seed:
 Each case compiles as its test module does (`--optimisations module`, the default): with XLA's
 optimisations where the module is in tests/conftest.py's `OPTIMISED`, else with
 `JAX_DISABLE_MOST_OPTIMIZATIONS=1` set before jax starts; `--optimisations on,off` runs both.
+Every worker compiles with `STRL_JAX_XLA_CPU_FAST_COMPILE=1`, as the suite does, unless the
+environment sets the variable.
 `ASSERTIONS` lists every learning assertion of the suite and the case that measures it (or the
 benchmark that does); tests/test_learning_spread_lists.py holds the two lists and `OPTIMISED`
 together.
@@ -105,7 +107,7 @@ ASSERTIONS: dict[str, Assertion] = {
     "test_amp_imitation::test_style_reward_alone_imitates_the_expert: episode length": Assertion(
         ">= 120 and > 1.5x untrained", "imitation"
     ),
-    "test_amp_imitation::test_style_reward_alone_imitates_the_expert: pole-angle W1": Assertion(
+    "test_amp_imitation::test_style_reward_alone_imitates_the_expert: angular-velocity W1": Assertion(
         "< untrained's", "imitation"
     ),
     "test_teacher_student::test_student_reaches_80_percent_of_the_teacher: teacher return": Assertion(
@@ -270,6 +272,7 @@ def worker(flag: str, optimised: bool, seeds: list[int], cases: list[str], out: 
     """Run in a fresh process: `flag` picks strl_jax's XLA:CPU default (on) or XLA's own (off),
     `optimised` XLA's optimisations (off: `JAX_DISABLE_MOST_OPTIMIZATIONS=1`, as conftest sets)."""
     os.environ["STRL_JAX_XLA_CPU_DEFAULTS"] = "1" if flag == "on" else "0"
+    os.environ.setdefault("STRL_JAX_XLA_CPU_FAST_COMPILE", "1")  # as tests/conftest.py sets it
     if optimised:
         os.environ.pop("JAX_DISABLE_MOST_OPTIMIZATIONS", None)
     else:

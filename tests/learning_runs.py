@@ -94,8 +94,9 @@ def style_imitation(
 ) -> dict:
     """APPO on the style reward alone (`task_reward_lerp: 0`) imitating the expert's recorded
     motion, and an untrained policy for comparison, after each iteration count in `at`: mean
-    episode lengths and pole-angle W1 distances to the expert (`near`: APPO, `far`: untrained),
-    plus the APPO run's rows."""
+    episode lengths and W1 distances to the expert of the pole's angle (`near`: APPO, `far`:
+    untrained) and of its angular velocity (`near_velocity`, `far_velocity`), plus the APPO run's
+    rows."""
     common = [*PENDULUM_COMMON, "runner.num_steps_per_env=16", f"seed={seed}"]
     expert = collect_frames(expert_dir, root / "demo")
     appo = [
@@ -116,14 +117,20 @@ def style_imitation(
     train(resolve_config("inverted_pendulum", overrides=[*common, *untrained]), root / "fresh", verbose=False)
     fresh = collect_frames(root / "fresh", root / "demo_fresh")
     angle = lambda frames: np.concatenate(frames)[:, 0]
+    velocity = lambda frames: np.concatenate(frames)[:, 1]
     length = lambda frames: float(np.mean([len(f) - 1 for f in frames]))
     out = {"expert_length": length(expert), "fresh_length": length(fresh), "rows": result.rows}
     out["far"] = w1(angle(fresh), angle(expert))
+    out["far_velocity"] = w1(velocity(fresh), velocity(expert))
     for iteration in at:
         appo_frames = collect_frames(
             root / "appo" / CHECKPOINT_DIR / str(iteration), root / f"demo_appo_{iteration}"
         )
-        out[iteration] = {"length": length(appo_frames), "near": w1(angle(appo_frames), angle(expert))}
+        out[iteration] = {
+            "length": length(appo_frames),
+            "near": w1(angle(appo_frames), angle(expert)),
+            "near_velocity": w1(velocity(appo_frames), velocity(expert)),
+        }
     return out
 
 

@@ -3,13 +3,16 @@ APPO trained on the style reward alone (`task_reward_lerp: 0`) from a fresh poli
 like it. bench/amp_imitation.py runs the full-size version (hopper; BENCHMARKS.md).
 
 Thresholds: over expert/APPO seeds and both XLA:CPU rounding variants (bench/learning_spread.py),
-APPO's episodes after 60 iterations were all 200 steps (untrained policies: 44-86), and its
-pole-angle distance to the expert 0.09-0.59 of the untrained policy's (10 runs). With the reset
-keys drawn in another order (the same distribution), APPO seeds 1-4 gave 141, 200, 200, 200 steps
-(untrained 50-87) and distances 0.38-0.70 of the untrained one's: hence 0.6 of an episode and 1.5x
-the untrained length. The discriminator's
-accuracy on policy samples does not fall reliably (it wandered between 0.5 and 0.86 in every
-run), so it is not asserted.
+APPO's episodes after 60 iterations were all 200 steps (untrained policies: 44-87), and the
+distance of its pole's angular velocities to the expert's 0.03-0.76 of the untrained policy's
+(seeds 1-6, both variants, 12 runs). The pole-angle distance, asserted before, ranged 0.03-1.30
+over the same runs (and 1.17 in this test once the suite compiled with XLA's older fusion
+emitter): the untrained policy's angles stay within the 0.2 rad the episode allows, so they lie
+nearly as close to the expert's as a balancing policy's; its angular velocities, as it falls, do
+not. With the reset keys drawn in another order (the same distribution), APPO seeds 1-4 gave 141,
+200, 200, 200 steps (untrained 50-87): hence 0.6 of an episode and 1.5x the untrained length. The
+discriminator's accuracy on policy samples does not fall reliably (it wandered between 0.5 and
+0.86 in every run), so it is not asserted.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ def test_style_reward_alone_imitates_the_expert(imitation):
     assert appo["length"] >= 0.6 * PENDULUM_EPISODE and appo["length"] > 1.5 * imitation["fresh_length"], (
         lengths
     )
-    # and its pole-angle distribution is closer to the expert's than the untrained one's
-    # (BENCHMARKS.md, Learning spread: imitation W1: ratio 0.38-0.70 over 4 seeds: margin 0.30 to 1)
-    assert appo["near"] < imitation["far"], (appo["near"], imitation["far"])
+    # and its pole's angular velocities are distributed closer to the expert's than the untrained
+    # one's (BENCHMARKS.md, Learning spread: imitation W1: ratio 0.03 / 0.12 / 0.76 over 12 runs:
+    # margin 0.24 to 1)
+    near, far = appo["near_velocity"], imitation["far_velocity"]
+    assert near < far, (near, far, appo["near"], imitation["far"])
     assert {"discriminator_accuracy_policy", "discriminator_accuracy_expert"} <= imitation["rows"][-1].keys()

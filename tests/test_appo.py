@@ -78,9 +78,11 @@ def test_iteration_trains_the_discriminator_and_feeds_raw_data(appo):
     updated = separate.update_normalizers(amp, policy_amp, expert_amp, None).normalizers
     expected = update_amp_normalizers(fresh_norms, flat(policy_amp), flat(expert_amp), 1e8)
     jax.tree.map(close, updated, expected)
-    # replay: each env's ring starts with its rollout
+    # replay: each env's ring starts with its rollout. The iteration's program rolls out again and
+    # rounds in its own way, and the pendulum's dynamics grow that along the 16 steps (to ~1e-5
+    # under XLA:CPU's older fusion emitter); a step or env out of place differs by ~0.1.
     replay = new_rs.parts["amp"]
-    np.testing.assert_allclose(replay.data[:, :16], np.swapaxes(policy_amp, 0, 1), rtol=1e-6)
+    np.testing.assert_allclose(replay.data[:, :16], np.swapaxes(policy_amp, 0, 1), rtol=1e-4, atol=1e-4)
     assert np.all(np.asarray(replay.size) == 16)
     # The discriminator trained through the shared optimiser: Adam moves a weight by about the
     # learning rate per step while its gradient keeps its sign, and the policy's adaptive schedule

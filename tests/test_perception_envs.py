@@ -90,12 +90,18 @@ def test_component_is_appended_to_the_chosen_groups(env):
     assert default.component_shapes == {"height_scan": (1, 5, 3)}
 
 
+def assert_computed_alike(seen, expected) -> None:
+    """The env's values against the same computation jitted apart: two programs, which XLA may
+    fuse and round differently (by ~1e-8 here under its older fusion emitter)."""
+    np.testing.assert_allclose(seen, expected, rtol=1e-6, atol=1e-6)
+
+
 def test_reset_and_step_observe_the_scan_at_the_base(env, rollout):
     state, obs, nxt, result = rollout
     assert {g: tuple(v.shape[1:]) for g, v in obs.items()} == env.observation_shapes()
     for brax_state, seen in ((state.brax_state, obs), (nxt.brax_state, result.obs)):
         clean = scan_of(seen, "critic")
-        np.testing.assert_array_equal(clean, expected_scan(env, brax_state))
+        assert_computed_alike(clean, expected_scan(env, brax_state))
         # Playground's own observation is untouched and comes first.
         base = env.observe.base.base(brax_state)
         for group in ("policy", "critic"):
@@ -195,8 +201,8 @@ def test_reset_observes_the_depth_image_of_its_state(env, rollout, images):
     state, obs, _, _ = rollout
     expected = images(state.brax_state)
     assert 0.0 < expected.min() and expected.max() <= 1.0  # the terrain, within [near, far]
-    np.testing.assert_array_equal(state.brax_state.info["forward_depth"], expected)
-    np.testing.assert_array_equal(obs["policy"][:, -PIXELS:], expected)  # last, after the scan
+    assert_computed_alike(state.brax_state.info["forward_depth"], expected)
+    assert_computed_alike(obs["policy"][:, -PIXELS:], expected)  # last, after the scan
     assert obs["critic"].shape[-1] == 123 + POINTS  # not the critic's
 
 
@@ -204,8 +210,8 @@ def test_step_observes_the_stepped_and_the_restarted_state(env, rollout, images)
     _, _, nxt, result = rollout
     assert result.truncated.tolist() == [False, True]
     expected = images(nxt.brax_state)  # env 0's stepped state, env 1's fresh one
-    np.testing.assert_array_equal(nxt.brax_state.info["forward_depth"], expected)
-    np.testing.assert_array_equal(result.obs["policy"][:, -PIXELS:], expected)
+    assert_computed_alike(nxt.brax_state.info["forward_depth"], expected)
+    assert_computed_alike(result.obs["policy"][:, -PIXELS:], expected)
     # The final observation is the stepped state's: env 0's next one, not env 1's restart.
     final = np.asarray(result.final_obs["policy"][:, -PIXELS:])
     np.testing.assert_array_equal(final[0], expected[0])

@@ -108,7 +108,10 @@ def test_the_reset_is_compiled_once_in_the_pool_refresh():
     state = programs.init(key)
     expected = jax.jit(learner.init)(key)  # the staged init is the learner's init
     for a, b in zip(jax.tree.leaves(expected), jax.tree.leaves(state), strict=True):
-        np.testing.assert_array_equal(a, b)
+        if jnp.issubdtype(a.dtype, jnp.floating):  # two programs: their rounding (~1e-7 here)
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+        else:  # keys, counters, flags
+            np.testing.assert_array_equal(a, b)
     programs.env_iteration(*state)
     assert programs.sharded.refresh._cache_size() == 1
 

@@ -50,10 +50,13 @@ def runs(tmp_path_factory):
 
 
 def test_a_bound_never_reached_changes_nothing(runs):
+    """The same steps: equal up to the rounding of two programs that XLA compiles apart (bitwise
+    under XLA:CPU's fusion emitters, within 4e-6 under its older emitter); one skipped step would
+    move these by percents."""
     for off, never in zip(runs["off"], runs["never"], strict=True):
         assert never["kl_stopped"] == 0.0
         for key in ("kl", "mean_noise_std", "value_function", "surrogate", "learning_rate"):
-            assert never[key] == off[key], key
+            assert never[key] == pytest.approx(off[key], rel=1e-4, abs=1e-9), key
 
 
 def test_a_bound_every_step_passes_freezes_the_policy(runs):
