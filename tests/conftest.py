@@ -13,7 +13,7 @@ with `STRL_JAX_XLA_CPU_DEFAULTS=0`. The two round floats differently, as other C
 learning thresholds hold under both (tests/learning_runs.py). Either way it compiles with
 `STRL_JAX_XLA_CPU_FAST_COMPILE=1` (strl_jax/xla_cpu.py: XLA's older fusion emitter), set here
 before jax creates its backends and inherited by every worker and subprocess: most of the
-suite's time is compiling, which that halves, and its slower steps cost far less than it saves
+suite's time is compiling, which that shortens, and its slower steps cost less than it saves
 (BENCHMARKS.md, "Compile time on the CPU"). `STRL_JAX_XLA_CPU_FAST_COMPILE=0` in the environment
 keeps XLA's emitter.
 
