@@ -55,6 +55,7 @@ def flag_known(jaxlib_version: str | None, versions: tuple = FLAG_VERSIONS) -> b
 
 
 def switched_on(value: str | None) -> bool:
+    """Whether an environment variable's value asks for something ("1", "true", "yes", "on")."""
     return value is not None and value.strip().lower() in ("1", "true", "yes", "on")
 
 

@@ -14,8 +14,7 @@ learning thresholds hold under both (tests/learning_runs.py). Either way it comp
 `STRL_JAX_XLA_CPU_FAST_COMPILE=1` (strl_jax/xla_cpu.py: XLA's older fusion emitter), set here
 before jax creates its backends and inherited by every worker and subprocess: most of the
 suite's time is compiling, which that shortens, and its slower steps cost less than it saves
-(BENCHMARKS.md, "Compile time on the CPU"). `STRL_JAX_XLA_CPU_FAST_COMPILE=0` in the environment
-keeps XLA's emitter.
+(BENCHMARKS.md, "Compile time on the CPU"); tests/test_xla_cpu.py checks that it is in effect.
 
 Every compiled XLA:CPU program keeps its JIT code in memory mappings, and Linux caps a process
 at vm.max_map_count of them (65,530): a suite that kept every module's programs alive crossed it
