@@ -68,6 +68,12 @@ class EnvConfig:
     # sum at zero with the termination term inside, where a penalty cannot act. Reward units (not
     # scaled by dt); 0 is off. Training and its evaluation see it; `deploy` compares the env's own.
     termination_reward: float = 0.0
+    # Playground humanoid tasks (their pushes: push_config): the training envs push their robots
+    # scaled by a level per env that rises by `up` at each push the robot stands to receive and
+    # drops by `down` at each fall, from `start` (strl_jax.envs.push_curriculum); the evaluation,
+    # play and deploy push at the task's full strength. {} is off; {start: 0.0, up: 0.1,
+    # down: 0.2} are the defaults of any key left out.
+    push_curriculum: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

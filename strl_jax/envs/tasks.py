@@ -280,6 +280,13 @@ def check_brax_settings(env_cfg) -> None:
             f"{task!r}; valid: Playground tasks (Go1JoystickFlatTerrain, Go1JoystickRoughTerrain, "
             f"...; `{EXTRA}`) and MJX envs of one's own"
         )
+    if env_cfg.push_curriculum:
+        raise ConfigError(
+            f"env.push_curriculum scales the pushes of a MuJoCo Playground humanoid task (its "
+            f"push_config), not of Brax task {task!r}; valid: BerkeleyHumanoidJoystickFlatTerrain, "
+            "T1JoystickFlatTerrain, G1JoystickFlatTerrain and the other tasks that push (and MJX envs "
+            "of one's own with Playground's push_config)"
+        )
     if env_cfg.randomizer:
         raise ConfigError(
             f"env.randomizer={env_cfg.randomizer!r} draws fields of an MJX model (Playground's randomiser "

@@ -137,6 +137,9 @@ class VecEnv:
     task: str = struct.field(pytree_node=False, default="")
     auto_reset: str = struct.field(pytree_node=False, default="in_step")  # one of AUTO_RESETS
     termination_reward: float = struct.field(pytree_node=False, default=0.0)  # env.termination_reward
+    # keys of the single env's `state.info` that an env keeps from one episode to its next (a
+    # curriculum's level: strl_jax.envs.push_curriculum); every other key restarts with the episode
+    carried_info: tuple[str, ...] = struct.field(pytree_node=False, default=())
 
     def __post_init__(self) -> None:
         if self.auto_reset not in AUTO_RESETS:
@@ -307,6 +310,9 @@ class VecEnv:
             pool_used = pool_used | finished
         else:  # "none": a finished env stays before its last step, so its state stays finite
             brax_state = select_rows(finished, state.brax_state, stepped)
+        if self.carried_info:
+            info = {**brax_state.info, **{k: stepped.info[k] for k in self.carried_info}}
+            brax_state = brax_state.replace(info=info)
         new_state = state.replace(
             brax_state=brax_state,
             step_count=jnp.where(finished, 0, step_count),

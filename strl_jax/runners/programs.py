@@ -19,6 +19,7 @@ import jax
 from strl_jax.agents.algorithms import algorithm_spec, env_groups
 from strl_jax.configs.loader import config_to_dict
 from strl_jax.configs.schema import RunnerConfig, TrainConfig
+from strl_jax.envs.push_curriculum import with_push_curriculum, without_push_curriculum
 from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.envs.vec_env import VecEnv, release_single_env_programs
 from strl_jax.runners.devices import (
@@ -117,16 +118,18 @@ def build_programs(cfg: TrainConfig) -> Programs:
 
 
 def training_env(cfg: TrainConfig) -> VecEnv:
-    """The env the learner steps, with `env.auto_reset`'s source of fresh initial states."""
+    """The env the learner steps, with `env.auto_reset`'s source of fresh initial states (and
+    `env.push_curriculum`'s pushes)."""
     groups = env_groups(algorithm_spec(cfg.algorithm.class_name))
-    return make_env_from_config(cfg.env, extra_groups=groups).replace(auto_reset=cfg.env.auto_reset)
+    env = make_env_from_config(cfg.env, extra_groups=groups).replace(auto_reset=cfg.env.auto_reset)
+    return with_push_curriculum(env, cfg.env.push_curriculum)
 
 
 def evaluation_env(env: VecEnv, cfg: TrainConfig) -> VecEnv:
     """The evaluation's envs: only each env's first episode counts, so they never reset (the
-    evaluation program compiles no reset inside its steps). Built from `env`: building one takes
-    seconds."""
-    return env.replace(num_envs=cfg.runner.num_eval_envs, auto_reset="none")
+    evaluation program compiles no reset inside its steps), pushed as the task pushes (no
+    curriculum). Built from `env`: building one takes seconds."""
+    return without_push_curriculum(env).replace(num_envs=cfg.runner.num_eval_envs, auto_reset="none")
 
 
 def member_axis(cfg: TrainConfig, members: list[TrainConfig], env: VecEnv, learner: Learner) -> MemberAxis:
