@@ -171,10 +171,19 @@ NUM_EVAL_ENVS = 128  # brax's default num_eval_envs, used by both libraries
 
 # ---- settings and the mapping between the libraries ----------------------------------------
 def parse_value(text: str) -> Any:
+    """JSON, or a YAML flow mapping / list as the CLI writes them (`{up: 0.1}`), else the text."""
     try:
         return json.loads(text)
     except json.JSONDecodeError:
-        return text
+        pass
+    if text.strip()[:1] in ("{", "["):
+        import yaml  # noqa: PLC0415 - the strl_jax side's; the brax venv's workers never parse sets
+
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError:
+            pass
+    return text
 
 
 def parse_sets(items: list[str]) -> dict[str, Any]:

@@ -265,3 +265,12 @@ def test_legged_zoo_tabulates_trained_robots_and_projects_the_others(tmp_path):
     # median steps to target 25M at 2,500 env steps/s: 167 minutes
     assert "| not trained " in t1 and t1.rstrip(" |").endswith("167")
     assert (tmp_path / "summary.md").read_text().strip() == text.strip()
+
+
+def test_set_values_read_as_the_cli_reads_them():
+    """`--set` values: JSON, or a YAML flow mapping or list as `python -m strl_jax.train` takes it
+    (`env.push_curriculum={up: 0.1}`), else the text."""
+    sets = ["a={up: 0.1}", "b=1e-3", "c=[1, 2]", "d=warp", "e=0.2", 'f={"x": 1}']
+    parsed = vs_brax.parse_sets(sets)
+    assert parsed == {"a": {"up": 0.1}, "b": 0.001, "c": [1, 2], "d": "warp", "e": 0.2, "f": {"x": 1}}
+    assert vs_brax.override("env.push_curriculum", parsed["a"]) == 'env.push_curriculum={"up": 0.1}'
