@@ -72,6 +72,11 @@ def push_curriculum_setting(config: Any) -> PushCurriculumSetting | None:
     return read_section(PushCurriculumSetting, config, f"env.{PUSH_CURRICULUM}") if config else None
 
 
+def push_due(info: dict) -> jax.Array:
+    """1.0 where the task's schedule pushes this step (Playground's formula), else 0.0."""
+    return (jnp.mod(info["push_step"] + 1, info["push_interval_steps"]) == 0).astype(jnp.float32)
+
+
 def config_holder(env: Any) -> Any:
     """The object under strl_jax's wrappers that keeps the task's config (`_config`)."""
     while "_config" not in vars(env) and "env" in vars(env):
@@ -111,24 +116,22 @@ class PushCurriculum:
     def kick(self, info: dict) -> jax.Array:
         """The planar velocity added to the base this step: the task's push, times the level."""
         push = config_holder(self.env)._config.push_config  # noqa: SLF001
-        at_push = jnp.mod(info["push_step"] + 1, info["push_interval_steps"]) == 0  # the task's schedule
         angle_key, magnitude_key = jax.random.split(jax.random.fold_in(info["rng"], KICK_STREAM))
         angle = jax.random.uniform(angle_key, maxval=2 * jnp.pi)
         low, high = push.magnitude_range
         magnitude = jax.random.uniform(magnitude_key, minval=low, maxval=high)
         direction = jnp.stack([jnp.cos(angle), jnp.sin(angle)])
-        return direction * magnitude * info[LEVEL] * at_push.astype(jnp.float32)
+        return direction * magnitude * info[LEVEL] * push_due(info)
 
     def step(self, state: Any, action: jax.Array) -> Any:
         info = state.info
-        at_push = (jnp.mod(info["push_step"] + 1, info["push_interval_steps"]) == 0).astype(jnp.float32)
         kick = self.kick(info)
         qvel = state.data.qvel
         data = state.data.replace(qvel=qvel.at[:2].add(kick.astype(qvel.dtype)))
-        with self.own_pushes_off():  # the task writes into its state's info: give it a copy
+        with self.own_pushes_off():  # the task writes into the info it is given: a copy
             nxt = self.env.step(state.replace(data=data, info=dict(info)), action)
         fell = (nxt.done > 0).astype(jnp.float32)
-        level = jnp.clip(info[LEVEL] + self.setting.up * at_push - self.setting.down * fell, 0.0, 1.0)
+        level = jnp.clip(info[LEVEL] + self.setting.up * push_due(info) - self.setting.down * fell, 0.0, 1.0)
         level = level.astype(jnp.float32)
         return nxt.replace(info={**nxt.info, LEVEL: level}, metrics={**nxt.metrics, LEVEL: level})
 
