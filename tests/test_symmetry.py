@@ -317,6 +317,10 @@ MIRROR_CASES = {
     "Go1JoystickFlatTerrain": (mirrors.go1_joystick, lambda: layout_env("Go1JoystickFlatTerrain", 12)),
     "Go1JoystickRoughTerrain": (mirrors.go1_joystick, lambda: layout_env("Go1JoystickRoughTerrain", 12)),
     "T1JoystickFlatTerrain": (mirrors.t1_joystick, lambda: layout_env("T1JoystickFlatTerrain", 23)),
+    "BerkeleyHumanoidJoystickFlatTerrain": (
+        mirrors.berkeley_humanoid_joystick,
+        lambda: layout_env("BerkeleyHumanoidJoystickFlatTerrain", 12),
+    ),
     "ant": (mirrors.ant, lambda: SymmetryEnv("ant", {}, {"policy": 27, "critic": 27}, 8)),
     "inverted_pendulum": (
         mirrors.inverted_pendulum,
@@ -397,6 +401,26 @@ def test_t1_and_ant_mirror_by_hand():
     np.testing.assert_array_equal(o[5:13], [-12, 13, -10, 11, -8, 9, -6, 7])  # hip_4, ankle_4 -> leg 1, ...
     np.testing.assert_array_equal(o[13:19], [14, -15, 16, -17, 18, -19])  # velocity, angular velocity
     np.testing.assert_array_equal(np.asarray(act[1]), [-3, 4, -1, 2, -7, 8, -5, 6])
+
+
+def test_berkeley_humanoid_mirror_keeps_the_models_default_pose():
+    """The joint signs checked against the model: the standing pose of Berkeley Humanoid's keyframe
+    (left and right legs with opposite hip rotation, hip and ankle abduction) is its own mirror
+    image, and hand-checked entries: the left leg takes the right one's values."""
+    from mujoco_playground import registry
+
+    from strl_jax.envs.menagerie import use_offline_menagerie
+
+    task = "BerkeleyHumanoidJoystickFlatTerrain"
+    env = layout_env(task, 12)
+    use_offline_menagerie(task)
+    model = registry.load(task).mj_model
+    pose = jnp.asarray(model.keyframe("home").qpos[7:], jnp.float32)[None]
+    assert np.count_nonzero(np.asarray(pose)) == 12  # every joint's sign is tested
+    mirrored = np.asarray(mirrors.berkeley_humanoid_joystick(None, pose, env)[1][1])
+    np.testing.assert_allclose(mirrored, np.asarray(pose[0]), atol=1e-6)
+    legs = np.asarray(mirrors.berkeley_humanoid_joystick(None, jnp.arange(12.0)[None] + 1, env)[1][1])
+    np.testing.assert_array_equal(legs, [-7, -8, 9, 10, 11, -12, -1, -2, 3, 4, 5, -6])
 
 
 # ----------------------------------------------------------------------------- config and training

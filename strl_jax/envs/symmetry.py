@@ -168,6 +168,28 @@ def t1_joystick(obs, actions, env):
     return augment(obs, actions, tables, T1_JOINTS)
 
 
+# --- Berkeley Humanoid (Playground BerkeleyHumanoidJoystickFlatTerrain / RoughTerrain) -----------
+# Joints: left leg (hip rotation about z, hip abduction about x, hip flexion, knee, ankle flexion,
+# ankle abduction about x), then the right leg. The rotation and abduction joints change sign; the
+# default pose ("home": left -0.071, 0.103, ..., 0.126; right 0.071, -0.103, ..., -0.126) is its own
+# mirror image (tests/test_symmetry.py reads it off the model). Feet: left, right.
+_BERKELEY_LEG = [True, True, False, False, False, True]
+BERKELEY_JOINTS = joint_table([*range(6, 12), *range(6)], _BERKELEY_LEG * 2)
+BERKELEY_RULES: dict[str, Table] = {
+    **T1_RULES,
+    "dof_pos": BERKELEY_JOINTS,
+    "dof_vel": BERKELEY_JOINTS,
+    "last_action": BERKELEY_JOINTS,
+    "actuator_force": BERKELEY_JOINTS,
+}
+
+
+def berkeley_humanoid_joystick(obs, actions, env):
+    """Berkeley Humanoid joystick tasks: `policy` and `critic` groups and the 12 joint actions."""
+    tables = layout_tables(env, ("BerkeleyHumanoidJoystick",), BERKELEY_RULES, obs)
+    return augment(obs, actions, tables, BERKELEY_JOINTS)
+
+
 # --- Brax ant -----------------------------------------------------------------------------------
 # Legs (ant.xml): 1 at (+x, +y), 2 at (-x, +y), 3 at (-x, -y), 4 at (+x, -y), each (hip about z,
 # ankle); the mirror pairs 1-4 and 2-3 (the partners' ankle axes are mirror images: same sign).
