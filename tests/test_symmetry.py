@@ -298,12 +298,14 @@ def test_symmetry_update_matches_rsl_rl(name):
 # ----------------------------------------------------------------------------- mirror functions
 
 
-def layout_env(task: str, action_size: int) -> SymmetryEnv:
-    """Static facts of a Playground task's default `policy` / `critic` groups."""
+def layout_env(task: str, action_size: int, config: dict | None = None) -> SymmetryEnv:
+    """Static facts of a Playground task's default `policy` / `critic` groups (a task without a
+    privileged state: `policy` only)."""
     components = {
-        "policy": component_layout(task, "state", {}),
-        "critic": component_layout(task, "privileged_state", {}),
+        "policy": component_layout(task, "state", config or {}),
+        "critic": component_layout(task, "privileged_state", config or {}),
     }
+    components = {k: v for k, v in components.items() if v is not None}
     sizes = {k: sum(n for _, n in v) for k, v in components.items()}
     return SymmetryEnv(task=task, components=components, obs_sizes=sizes, action_size=action_size)
 
@@ -321,6 +323,11 @@ MIRROR_CASES = {
         mirrors.berkeley_humanoid_joystick,
         lambda: layout_env("BerkeleyHumanoidJoystickFlatTerrain", 12),
     ),
+    "SpotFlatTerrainJoystick": (
+        mirrors.spot_joystick,
+        lambda: layout_env("SpotFlatTerrainJoystick", 12, {"history_len": 3}),
+    ),
+    "BarkourJoystick": (mirrors.barkour_joystick, lambda: layout_env("BarkourJoystick", 12)),
     "ant": (mirrors.ant, lambda: SymmetryEnv("ant", {}, {"policy": 27, "critic": 27}, 8)),
     "inverted_pendulum": (
         mirrors.inverted_pendulum,
@@ -403,23 +410,61 @@ def test_t1_and_ant_mirror_by_hand():
     np.testing.assert_array_equal(np.asarray(act[1]), [-3, 4, -1, 2, -7, 8, -5, 6])
 
 
-def test_berkeley_humanoid_mirror_keeps_the_models_default_pose():
-    """The joint signs checked against the model: the standing pose of Berkeley Humanoid's keyframe
-    (left and right legs with opposite hip rotation, hip and ankle abduction) is its own mirror
-    image, and hand-checked entries: the left leg takes the right one's values."""
+MODEL_MIRRORS = {
+    "Go1JoystickFlatTerrain": mirrors.GO1_JOINTS,
+    "SpotFlatTerrainJoystick": mirrors.SPOT_JOINTS,
+    "BarkourJoystick": mirrors.BARKOUR_JOINTS,
+    "T1JoystickFlatTerrain": mirrors.T1_JOINTS,
+    "BerkeleyHumanoidJoystickFlatTerrain": mirrors.BERKELEY_JOINTS,
+}
+
+
+@pytest.mark.parametrize("task", list(MODEL_MIRRORS))
+def test_joint_mirrors_follow_the_models_joint_axes(task):
+    """Each actuated joint's partner and sign checked against the robot's model at its standing
+    keyframe. The reflection y -> -y turns a rotation by q about the world axis a into a rotation
+    by q about -R a (R = diag(1, -1, 1): an axis is an axial vector), so the partner takes the same
+    value where its axis is -R a and the negated value where its axis is R a; and the standing pose,
+    symmetric, is its own mirror image."""
+    import mujoco
     from mujoco_playground import registry
 
     from strl_jax.envs.menagerie import use_offline_menagerie
 
-    task = "BerkeleyHumanoidJoystickFlatTerrain"
-    env = layout_env(task, 12)
     use_offline_menagerie(task)
     model = registry.load(task).mj_model
-    pose = jnp.asarray(model.keyframe("home").qpos[7:], jnp.float32)[None]
-    assert np.count_nonzero(np.asarray(pose)) == 12  # every joint's sign is tested
-    mirrored = np.asarray(mirrors.berkeley_humanoid_joystick(None, pose, env)[1][1])
-    np.testing.assert_allclose(mirrored, np.asarray(pose[0]), atol=1e-6)
-    legs = np.asarray(mirrors.berkeley_humanoid_joystick(None, jnp.arange(12.0)[None] + 1, env)[1][1])
+    data = mujoco.MjData(model)
+    data.qpos[:] = model.key_qpos[0]
+    mujoco.mj_forward(model, data)
+    joints = model.actuator_trnid[:, 0]
+    axes, pose = data.xaxis[joints], data.qpos[model.jnt_qposadr[joints]]
+    perm, sign = MODEL_MIRRORS[task]
+    assert len(perm) == model.nu
+    reflect = np.diag([1.0, -1.0, 1.0])
+    for i, (partner, s) in enumerate(zip(perm, sign, strict=True)):
+        want = -s * (reflect @ axes[i])
+        np.testing.assert_allclose(axes[partner], want, atol=0.02, err_msg=model.joint(joints[i]).name)
+    np.testing.assert_allclose(pose[perm] * sign, pose, atol=1e-6)
+
+
+def test_spot_barkour_and_berkeley_humanoid_mirror_by_hand():
+    """Spot: FL <-> FR, HL <-> HR, abduction negated, the joint-error history frame by frame;
+    Barkour: the sides swapped (front left <-> front right, hind left <-> hind right), no sign;
+    Berkeley Humanoid: left leg <-> right leg, hip rotation, hip and ankle abduction negated."""
+    spot = layout_env("SpotFlatTerrainJoystick", 12, {"history_len": 3})
+    x = jnp.arange(12.0)[None] + 1
+    legs = np.asarray(mirrors.spot_joystick(None, x, spot)[1][1])
+    np.testing.assert_array_equal(legs, [-4, 5, 6, -1, 2, 3, -10, 11, 12, -7, 8, 9])
+    obs = {"policy": jnp.arange(spot.obs_sizes["policy"], dtype=jnp.float32)[None] + 1}
+    m = np.asarray(mirrors.spot_joystick(obs, None, spot)[0]["policy"][1])
+    p = np.asarray(obs["policy"][0])
+    history = span(spot.components["policy"], "dof_pos_error_history")
+    frames = p[history].reshape(3, 12)[:, [3, 4, 5, 0, 1, 2, 9, 10, 11, 6, 7, 8]] * np.tile([-1, 1, 1], 4)
+    np.testing.assert_array_equal(m[history], frames.ravel())
+    barkour = np.asarray(mirrors.barkour_joystick(None, x, layout_env("BarkourJoystick", 12))[1][1])
+    np.testing.assert_array_equal(barkour, [7, 8, 9, 10, 11, 12, 1, 2, 3, 4, 5, 6])
+    berkeley = layout_env("BerkeleyHumanoidJoystickFlatTerrain", 12)
+    legs = np.asarray(mirrors.berkeley_humanoid_joystick(None, x, berkeley)[1][1])
     np.testing.assert_array_equal(legs, [-7, -8, 9, 10, 11, -12, -1, -2, 3, 4, 5, -6])
 
 

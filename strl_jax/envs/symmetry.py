@@ -134,6 +134,62 @@ def go1_joystick(obs, actions, env):
     return augment(obs, actions, tables, GO1_JOINTS)
 
 
+# --- Spot (Playground SpotFlatTerrainJoystick) ----------------------------------------------------
+# Legs FL, FR, HL, HR of (hip abduction about x, hip flexion, knee), as Go1's with the sides in the
+# other order; feet sites in the same order. The joint-error history holds `history_len` frames of
+# the 12 joints, newest first.
+SPOT_LEGS = [1, 0, 3, 2]
+SPOT_JOINTS = swap_blocks(SPOT_LEGS, (np.arange(3), np.array([-1.0, 1.0, 1.0])))
+SPOT_RULES: dict[str, Table] = {
+    "base_lin_vel": POLAR,
+    "base_ang_vel": AXIAL,
+    "upvector": POLAR,
+    "accelerometer": POLAR,
+    "global_ang_vel": AXIAL,
+    "command": COMMAND,
+    "dof_pos": SPOT_JOINTS,  # the default pose is symmetric
+    "dof_vel": SPOT_JOINTS,
+    "last_action": SPOT_JOINTS,
+    "actuator_force": SPOT_JOINTS,
+    "feet_pos": swap_blocks(SPOT_LEGS, POLAR),
+    "feet_contact": swap_blocks(SPOT_LEGS, same(1)),
+    "feet_air_time": swap_blocks(SPOT_LEGS, same(1)),
+    "feet_vel": swap_blocks(SPOT_LEGS, POLAR),
+    "perturbation_force": POLAR,
+}
+
+
+def spot_joystick(obs, actions, env):
+    """Spot joystick task (SpotFlatTerrainJoystick): `policy` and `critic` groups and actions."""
+    found = (n for layout in env.components.values() for name, n in layout if name == "dof_pos_error_history")
+    frames = next(found, 0) // 12  # the config's history_len
+    history = {"dof_pos_error_history": concat([SPOT_JOINTS] * frames)} if frames else {}
+    tables = layout_tables(env, ("SpotFlatTerrainJoystick",), {**SPOT_RULES, **history}, obs)
+    return augment(obs, actions, tables, SPOT_JOINTS)
+
+
+# --- Barkour (Playground BarkourJoystick) ---------------------------------------------------------
+# Legs front left, hind left, front right, hind right of (abduction, hip, knee). The two sides'
+# abduction axes point opposite ways along x (and the hip and knee axes along y alike), so a joint
+# and its mirror partner take the same value: the mirror only swaps the sides. The observation
+# stacks 15 frames (the newest first) in the IMU's frame, which faces backwards: a frame turned
+# about z, whose x-z plane is the base's, so the reflection negates y there too.
+BARKOUR_JOINTS = swap_blocks([2, 3, 0, 1], same(3))
+BARKOUR_RULES: dict[str, Table] = {
+    "yaw_rate": (np.arange(1), np.array([-1.0])),
+    "upvector": POLAR,
+    "command": COMMAND,  # scaled by [2, 2, 0.25]: the signs are the command's
+    "dof_pos": BARKOUR_JOINTS,
+    "last_action": BARKOUR_JOINTS,
+}
+
+
+def barkour_joystick(obs, actions, env):
+    """Barkour joystick task (BarkourJoystick): its stacked-frame groups and the 12 actions."""
+    tables = layout_tables(env, ("BarkourJoystick",), BARKOUR_RULES, obs)
+    return augment(obs, actions, tables, BARKOUR_JOINTS)
+
+
 # --- T1 (Playground T1JoystickFlatTerrain / RoughTerrain) ---------------------------------------
 # Joints: head yaw, head pitch; left arm (shoulder pitch, roll, elbow pitch, yaw); right arm; waist
 # (yaw); left leg (hip pitch, roll, yaw, knee, ankle pitch, roll); right leg. Feet: left, right.
