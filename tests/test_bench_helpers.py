@@ -274,3 +274,34 @@ def test_set_values_read_as_the_cli_reads_them():
     parsed = vs_brax.parse_sets(sets)
     assert parsed == {"a": {"up": 0.1}, "b": 0.001, "c": [1, 2], "d": "warp", "e": 0.2, "f": {"x": 1}}
     assert vs_brax.override("env.push_curriculum", parsed["a"]) == 'env.push_curriculum={"up": 0.1}'
+
+
+def test_walk_falls_reports_each_fall_with_its_command_and_the_envs_draw():
+    import walk_falls
+
+    term = np.zeros((6, 3), bool)
+    term[4, 1] = term[5, 1] = True  # env 1 falls at step 4 (and stays down); envs 0 and 2 never
+    command = np.tile(np.array([0.5, -0.2, 1.0]), (6, 3, 1))
+    velocity = np.arange(6 * 3 * 3, dtype=float).reshape(6, 3, 3)
+    physics = {
+        "body_mass": np.array([[0.0, 5.0, 1.0], [0.0, 6.0, 1.0], [0.0, 4.0, 1.0]]),
+        "body_ipos": np.array(
+            [[[0, 0, 0], [0.0, 0.0, 0.0]], [[0, 0, 0], [0.03, 0.04, 0.0]], [[0, 0, 0], [0.0, 0.0, 0.0]]]
+        ),
+        "geom_friction": np.array([[[0.4, 0, 0]], [[0.7, 0, 0]], [[1.0, 0, 0]]]),
+    }
+    drawn = walk_falls.drawn_physics(physics, 3)
+    assert drawn["mass kg"].tolist() == [6.0, 7.0, 5.0]
+    np.testing.assert_allclose(drawn["base com offset m"], [0.0, 0.05, 0.0])  # from the median draw
+    assert drawn["floor friction"].tolist() == [0.4, 0.7, 1.0]
+    (row,) = walk_falls.fall_rows("iteration 7", term, command, velocity, drawn, before=2)
+    assert row == {
+        "policy": "iteration 7",
+        "env": 1,
+        "step": 4,
+        "command": [0.5, -0.2, 1.0],
+        "velocity_before": velocity[2, 1].tolist(),
+        "mass kg": 7.0,
+        "base com offset m": 0.05,
+        "floor friction": 0.7,
+    }

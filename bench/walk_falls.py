@@ -1,0 +1,152 @@
+"""What the falls of a walking run are: each fall of `bench/go1_walk.py`'s evaluation, with the
+command the robot held, how it moved before it fell and what the task's randomiser drew for it.
+
+    python bench/walk_falls.py RUN_DIR [--checkpoints 426 571 673] [--envs 32] [--seed 0]
+        [--before 10] [--out FILE.json]
+
+RUN_DIR is a strl_jax run folder (`runs/strl_jax-seed1` of a go1_walk output). Every checkpoint is
+evaluated as go1_walk evaluates it (the unmodified task with its randomiser, `--envs` envs, one
+1000-step episode each, deterministic actions, env keys from `--seed`), and so is the standing
+robot (zero action about the default pose) on the same episodes. Printed per fall: the env, the
+step, the command (vx, vy, yaw rate), the base's velocity `--before` steps earlier, and the env's
+drawn robot mass, centre-of-mass offset of the base and floor friction beside the range over all
+envs. Falls that recur in the same env across checkpoints and under the standing robot point at the
+randomiser's draw; falls spread over envs at small commands point at the gait.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+from common import format_table, machine_info, write_json
+from go1_walk import evaluation_env
+
+BASE_BODY = 1  # Playground's robots: body 0 is the world, body 1 the floating base
+
+
+def drawn_physics(physics: dict, n: int) -> dict[str, np.ndarray]:
+    """Per env: the robot's mass, the base's centre-of-mass offset from the first env's draw
+    (a norm, metres) and the floor's sliding friction, where the randomiser draws them."""
+    out = {}
+    if "body_mass" in physics:
+        out["mass kg"] = np.asarray(physics["body_mass"]).sum(axis=1)
+    if "body_ipos" in physics:
+        ipos = np.asarray(physics["body_ipos"])[:, BASE_BODY]
+        out["base com offset m"] = np.linalg.norm(ipos - np.median(ipos, axis=0), axis=1)
+    if "geom_friction" in physics:
+        out["floor friction"] = np.asarray(physics["geom_friction"])[:, 0, 0]
+    return {k: v.reshape(n) for k, v in out.items()}
+
+
+def fall_rows(what: str, term, command, velocity, drawn: dict, before: int) -> list[dict]:
+    """One record per env that fell: its first terminal step and what it held and did."""
+    rows = []
+    for env in np.where(term.any(axis=0))[0]:
+        step = int(np.argmax(term[:, env]))
+        rows.append(
+            {
+                "policy": what,
+                "env": int(env),
+                "step": step,
+                "command": [round(float(c), 2) for c in command[step, env]],
+                "velocity_before": [round(float(v), 2) for v in velocity[max(step - before, 0), env]],
+                **{k: round(float(v[env]), 3) for k, v in drawn.items()},
+            }
+        )
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--checkpoints", type=int, nargs="*", default=None, help="default: the newest")
+    p.add_argument("--envs", type=int, default=32)
+    p.add_argument("--seed", type=int, default=0, help="the evaluation's env keys (go1_walk's --eval-seed)")
+    p.add_argument("--episode-length", type=int, default=1000)
+    p.add_argument("--before", type=int, default=10, help="steps before the fall to show the velocity of")
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(argv)
+
+    import jax
+    import jax.numpy as jnp
+
+    from strl_jax.inference import load_policy
+    from strl_jax.networks.policy import reset_hidden_groups
+    from strl_jax.train_loops.evaluation import act_in_env
+
+    checkpoints = args.checkpoints or [None]
+    first = load_policy(args.run_dir, checkpoints[0])
+    spec = {"task": first.cfg.env.task, "eval_envs": args.envs, "episode_length": args.episode_length}
+    env = evaluation_env(first.cfg.env, spec, {})
+    actor, n = first.actor, args.envs
+
+    def episodes(act, hidden, key):
+        state, obs = env.reset(key)
+
+        def keep(_state, _obs, _action, res):
+            return res.terminated, res.probe["command"], res.probe["velocity"]
+
+        _, out = act_in_env(
+            env, act, reset_hidden_groups, (state, obs, hidden), keep, length=env.episode_length
+        )
+        return out, state.physics
+
+    key = jax.random.PRNGKey(args.seed)
+    zero = jnp.zeros((n, env.action_size))
+    standing = jax.jit(lambda k: episodes(lambda o, h, _k: (zero, h), {}, k))
+    policy = jax.jit(
+        lambda params, norms, k: episodes(
+            lambda o, h, _k: actor.act(params, norms, o, h), actor.initial_hidden(n), k
+        )
+    )
+    runs = [("standing", lambda: standing(key))]
+    for it in checkpoints:
+        loaded = first if it == checkpoints[0] else load_policy(args.run_dir, it)
+        runs.append((f"iteration {loaded.step}", lambda p=loaded: policy(p.params, p.normalizers, key)))
+
+    rows, summary = [], []
+    for what, run in runs:
+        (term, command, velocity), physics = jax.device_get(run())
+        term, command, velocity = map(np.asarray, (term, command, velocity))
+        drawn = drawn_physics(physics, n)
+        fell = fall_rows(what, term, command, velocity, drawn, args.before)
+        rows += fell
+        summary.append([what, f"{len(fell)}/{n}", " ".join(str(r["env"]) for r in fell)])
+        print(f"{what}: {len(fell)} of {n} episodes fell", flush=True)
+    drawn_all = drawn_physics(physics, n)
+    print(format_table(["policy", "falls", "envs that fell"], summary))
+    headers = ["policy", "env", "step", "command", f"velocity {args.before} steps before", *drawn_all]
+    print(
+        format_table(
+            headers,
+            [
+                [
+                    r["policy"],
+                    r["env"],
+                    r["step"],
+                    r["command"],
+                    r["velocity_before"],
+                    *[r[k] for k in drawn_all],
+                ]
+                for r in rows
+            ],
+        )
+    )
+    ranges = {
+        k: [round(float(v.min()), 3), round(float(np.median(v)), 3), round(float(v.max()), 3)]
+        for k, v in drawn_all.items()
+    }
+    print("drawn over all envs (min / median / max):", ranges)
+    if args.out:
+        write_json(
+            args.out,
+            {"machine": machine_info(), "run_dir": str(args.run_dir), "falls": rows, "drawn": ranges},
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
