@@ -28,7 +28,7 @@ BASE_BODY = 1  # Playground's robots: body 0 is the world, body 1 the floating b
 
 
 def drawn_physics(physics: dict, n: int) -> dict[str, np.ndarray]:
-    """Per env: the robot's mass, the base's centre-of-mass offset from the first env's draw
+    """Per env: the robot's mass, the base's centre-of-mass offset from the median draw
     (a norm, metres) and the floor's sliding friction, where the randomiser draws them."""
     out = {}
     if "body_mass" in physics:
