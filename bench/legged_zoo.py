@@ -55,6 +55,7 @@ ROBOTS = {
     "T1": Robot("T1JoystickFlatTerrain", "humanoid"),
     "G1": Robot("G1JoystickFlatTerrain", "humanoid"),
     "Apollo": Robot("ApolloJoystickFlatTerrain", "humanoid"),
+    "H1": Robot("H1JoystickGaitTracking", "humanoid"),
 }
 # The recipe of each body plan (configs/recipes/): the learner, and for quadrupeds the tracking
 # weights that make them walk.

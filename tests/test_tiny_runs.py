@@ -15,7 +15,8 @@ import yaml
 
 from strl_jax.configs import resolve_config
 from strl_jax.envs import make_env_from_config
-from strl_jax.networks.actor_critic import MIN_STD, clamp_std
+from strl_jax.errors import ConfigError
+from strl_jax.networks.actor_critic import MIN_STD, clamp_std, std_floor
 from strl_jax.networks.gaussian import gaussian_log_prob
 from strl_jax.networks.normalizer import InputNormalization
 from strl_jax.records.run_logger import TIME_KEYS
@@ -146,3 +147,56 @@ def test_clip_min_std_clamps_both_parameterisations():
     np.testing.assert_allclose(scalar, [MIN_STD, MIN_STD, 0.5])
     log_std = clamp_std({"params": {"log_std": jnp.array([-200.0, 0.1])}}, "log", None)["params"]["log_std"]
     np.testing.assert_allclose(jnp.exp(log_std), [MIN_STD, jnp.exp(0.1)], rtol=1e-5)
+
+
+def test_std_floor_schedule_moves_the_floor_between_its_iterations():
+    schedule = {"final": 0.1, "start": 10, "end": 20}
+    floors = [float(std_floor(0.3, schedule, jnp.int32(i))) for i in (0, 10, 15, 19, 20, 500)]
+    np.testing.assert_allclose(floors, [0.3, 0.3, 0.2, 0.12, 0.1, 0.1], rtol=1e-6)
+    assert std_floor(0.3, None, jnp.int32(5)) == 0.3  # a constant floor stays a Python number
+    step = {"final": 0.5, "start": 4, "end": 4}  # start == end: a step at that iteration
+    assert [float(std_floor(0.2, step, jnp.int32(i))) for i in (3, 4)] == [np.float32(0.2), 0.5]
+
+
+def test_a_trained_std_follows_the_floor_schedule(tmp_path):
+    """The floor acts inside the compiled update: raised above the initial std it sets the std
+    (gradients move it by far less than the gap), at the iteration the schedule says."""
+    base = [o for o in TINY if not o.startswith("runner.max_iterations")]
+    base += ["runner.eval_interval=0", "algorithm.clip_min_std=2.0", "policy.init_noise_std=1.0"]
+    stds = {}
+    for iterations in (2, 3):
+        cfg = resolve_config(
+            "inverted_pendulum",
+            overrides=base
+            + [
+                f"runner.max_iterations={iterations}",
+                "algorithm.clip_min_std_schedule={final: 3.0, start: 1, end: 2}",
+            ],
+        )
+        run = train(cfg, tmp_path / str(iterations), verbose=False)
+        stds[iterations] = np.asarray(run.train_state.params["params"]["std"])
+    # updates at iterations 0 and 1 keep the floor at 2.0; the update at iteration 2 raises it to 3.0
+    np.testing.assert_allclose(stds[2], 2.0, atol=2e-3)
+    np.testing.assert_allclose(stds[3], 3.0, atol=2e-3)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "named"),
+    [
+        ("{final: 0.1, start: 0}", "exactly the keys"),
+        ("{final: -0.1, start: 0, end: 5}", "clip_min_std_schedule.final"),
+        ("{final: 0.1, start: 0.5, end: 5}", "clip_min_std_schedule.start"),
+        ("{final: 0.1, start: 6, end: 5}", "must not come before start"),
+        ("0.1", "must be a mapping"),
+    ],
+)
+def test_std_floor_schedule_rejects_bad_settings(schedule, named):
+    with pytest.raises(ConfigError, match=named):
+        resolve_config(
+            "inverted_pendulum",
+            overrides=["algorithm.clip_min_std=0.3", f"algorithm.clip_min_std_schedule={schedule}"],
+        )
+    with pytest.raises(ConfigError, match="clip_min_std, which is null"):
+        resolve_config(
+            "inverted_pendulum", overrides=["algorithm.clip_min_std_schedule={final: 0.1, start: 0, end: 5}"]
+        )

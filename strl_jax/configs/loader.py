@@ -11,6 +11,7 @@ import json
 import math
 import types
 import typing
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -457,6 +458,36 @@ def check_termination_reward(cfg: TrainConfig) -> None:
         )
 
 
+def check_std_floor_schedule(cfg: TrainConfig) -> None:
+    """`algorithm.clip_min_std_schedule` is {final, start, end}: a positive floor reached between
+    two iterations, from a `clip_min_std` that is set."""
+    schedule = cfg.algorithm.clip_min_std_schedule
+    if schedule is None:
+        return
+    name = "algorithm.clip_min_std_schedule"
+    keys = ("final", "start", "end")
+    if not isinstance(schedule, Mapping) or set(schedule) != set(keys):
+        got = sorted(schedule) if isinstance(schedule, Mapping) else schedule
+        raise ConfigError(f"{name} takes exactly the keys {list(keys)} (null: a constant floor), got {got}")
+    if cfg.algorithm.clip_min_std is None:
+        raise ConfigError(
+            f"{name} lowers algorithm.clip_min_std, which is null: set the floor it starts from"
+        )
+    final = schedule["final"]
+    if (
+        isinstance(final, bool)
+        or not isinstance(final, int | float)
+        or not (math.isfinite(final) and final > 0)
+    ):
+        raise ConfigError(f"{name}.final must be a positive number (the floor after `end`), got {final!r}")
+    start, end = schedule["start"], schedule["end"]
+    for key, value in (("start", start), ("end", end)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"{name}.{key} must be an iteration (a whole number >= 0), got {value!r}")
+    if end < start:
+        raise ConfigError(f"{name}: end ({end}) must not come before start ({start})")
+
+
 def check_minibatch_split(cfg: TrainConfig) -> None:
     """`num_mini_batches` divides what the minibatches split: the envs (recurrent), the batch."""
     if not algorithm_spec(cfg.algorithm.class_name).minibatched:
@@ -509,6 +540,7 @@ def validate_config(cfg: TrainConfig) -> None:
         raise ConfigError(
             f"algorithm.target_kl must be a positive number (null: no early stop), got {target_kl}"
         )
+    check_std_floor_schedule(cfg)
     check_gae_segments(cfg)
     check_recomputed_advantages(cfg)
     check_minibatch_split(cfg)

@@ -186,6 +186,10 @@ class AlgorithmConfig:
     # (discriminator, estimator) form a group of their own
     clip_grad_per_network: bool = False
     clip_min_std: float | None = None
+    # the floor lowered once the policy has learned what a larger std let it find: {final, start,
+    # end} moves it linearly from clip_min_std to `final` between iterations `start` and `end`
+    # (held before and after); None: clip_min_std throughout (st_rl)
+    clip_min_std_schedule: dict | None = None
     # an update's early stop (stable-baselines3's target_kl): once a minibatch's KL to the acting
     # policy, measured before its step, exceeds 1.5 x target_kl, that step and the update's later
     # ones are skipped; None: every step is taken (rsl_rl, st_rl)

@@ -141,17 +141,40 @@ def embed_critic(module: nn.Module, critic_obs: jax.Array) -> jax.Array:
     return embed(critic_obs, module.critic_encoders, encoders)[0]
 
 
-def clamp_std(params: dict, noise_std_type: str, min_std: float | None) -> dict:
-    """Apply after every update: the std never falls below st_rl's `clip_min_std`, and never below
-    `MIN_STD` (a std of zero or less has no Gaussian; rsl_rl's `Normal` would raise), for both
-    `noise_std_type`s. A state-dependent std (`tanh_gaussian`) has no parameter to clamp: its
-    floor is brax's `min_std`."""
+def clamp_std(params: dict, noise_std_type: str, min_std: float | jax.Array | None) -> dict:
+    """Apply after every update: the std never falls below st_rl's `clip_min_std` (a number, or
+    this iteration's `std_floor`), and never below `MIN_STD` (a std of zero or less has no
+    Gaussian; rsl_rl's `Normal` would raise), for both `noise_std_type`s. A state-dependent std
+    (`tanh_gaussian`) has no parameter to clamp: its floor is brax's `min_std`."""
     if "std" not in params["params"] and "log_std" not in params["params"]:
         return params
-    floor = MIN_STD if min_std is None else max(float(min_std), MIN_STD)
+    if isinstance(min_std, jax.Array):
+        floor = jnp.maximum(min_std, MIN_STD)
+        log_floor = jnp.log(floor)
+    else:
+        floor = MIN_STD if min_std is None else max(float(min_std), MIN_STD)
+        log_floor = math.log(floor)
     inner = dict(params["params"])
     if noise_std_type == "scalar":
         inner["std"] = jnp.maximum(inner["std"], floor)
     else:
-        inner["log_std"] = jnp.maximum(inner["log_std"], math.log(floor))
+        inner["log_std"] = jnp.maximum(inner["log_std"], log_floor)
     return {**params, "params": inner}
+
+
+def std_floor(
+    clip_min_std: float | None, schedule: dict | None, iteration: jax.Array
+) -> float | jax.Array | None:
+    """The std floor of an update at `iteration`: `clip_min_std`, or with
+    `algorithm.clip_min_std_schedule` ({final, start, end}) the floor moved linearly to `final`
+    between iterations `start` and `end`. A floor that keeps a policy exploring early can hold
+    it back later, when a smaller std would let it act precisely."""
+    if schedule is None or clip_min_std is None:
+        return clip_min_std
+    start, end, final = schedule["start"], schedule["end"], float(schedule["final"])
+    at = jnp.asarray(iteration, jnp.float32)
+    if end == start:  # a step at that iteration
+        progress = (at >= end).astype(jnp.float32)
+    else:
+        progress = jnp.clip((at - start) / (end - start), 0.0, 1.0)
+    return jnp.float32(clip_min_std) + (final - float(clip_min_std)) * progress

@@ -32,7 +32,7 @@ from strl_jax.buffers.history import RolloutHistory, with_history
 from strl_jax.buffers.minibatch import merge_time_env, minibatch_indices
 from strl_jax.buffers.transitions import Transition
 from strl_jax.collectives import pmean
-from strl_jax.networks.actor_critic import clamp_std
+from strl_jax.networks.actor_critic import clamp_std, std_floor
 from strl_jax.train_loops.finiteness import check_name, finite, first_failure
 from strl_jax.train_loops.run_spec import RunSpec, UpdateOutput
 from strl_jax.train_loops.state import TrainState
@@ -73,7 +73,8 @@ def minibatch_step(learner: RunSpec, carry, inputs: MinibatchInputs, adapt: bool
         lr = adaptive_learning_rate(lr, kl_mean, alg.desired_kl)
     direction, opt_state = learner.optimizer.update(grads, opt_state, trainable)
     trainable = optax.apply_updates(trainable, jax.tree.map(lambda u: -lr * u, direction))
-    policy = clamp_std(trainable[POLICY], learner.model.noise_std_type, alg.clip_min_std)
+    floor = std_floor(alg.clip_min_std, alg.clip_min_std_schedule, inputs.iteration)
+    policy = clamp_std(trainable[POLICY], learner.model.noise_std_type, floor)
     trainable = {**trainable, POLICY: policy}
     checks = {
         **{check_name(1, f"loss term {k}"): jnp.isfinite(v) for k, v in losses.items()},

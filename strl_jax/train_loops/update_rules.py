@@ -17,7 +17,7 @@ from strl_jax.agents.distillation import DistillationBatch, bptt_update, step_or
 from strl_jax.agents.ppo import POLICY
 from strl_jax.buffers.transitions import Transition
 from strl_jax.configs.schema import TrainConfig
-from strl_jax.networks.actor_critic import clamp_std
+from strl_jax.networks.actor_critic import clamp_std, std_floor
 from strl_jax.networks.policy import reset_hidden_groups
 from strl_jax.train_loops.finiteness import NEVER, check_name, first_failure
 from strl_jax.train_loops.ppo_update import ppo_update
@@ -102,7 +102,8 @@ def cloning_update(learner: RunSpec, train_state: TrainState, transitions: Trans
         rest,
         learner.axis_name,
     )
-    policy = clamp_std(trainable[POLICY], learner.model.noise_std_type, alg.clip_min_std)
+    floor = std_floor(alg.clip_min_std, alg.clip_min_std_schedule, train_state.iteration)
+    policy = clamp_std(trainable[POLICY], learner.model.noise_std_type, floor)
     loss = jnp.mean(losses)
     step = first_failure(jnp.isfinite(losses))  # losses are per rollout step; report the window
     step = jnp.where(step == NEVER, NEVER, step // rule.gradient_length)
