@@ -115,6 +115,7 @@ LEGGED_TASKS = (
     "T1JoystickRoughTerrain",
     "Op3Joystick",
     "ApolloJoystickFlatTerrain",
+    "H1JoystickGaitTracking",
 )
 DEFAULT_PRESET = "Go1JoystickFlatTerrain_cpu"
 # strl_jax's runner.max_iterations: high enough that the time limit ends every run.
