@@ -196,6 +196,9 @@ def test_std_floor_schedule_rejects_bad_settings(schedule, named):
             "inverted_pendulum",
             overrides=["algorithm.clip_min_std=0.3", f"algorithm.clip_min_std_schedule={schedule}"],
         )
+
+
+def test_std_floor_schedule_needs_a_floor_to_start_from():
     with pytest.raises(ConfigError, match="clip_min_std, which is null"):
         resolve_config(
             "inverted_pendulum", overrides=["algorithm.clip_min_std_schedule={final: 0.1, start: 0, end: 5}"]
