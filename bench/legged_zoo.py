@@ -14,7 +14,9 @@ Three commands, each writing into the same `--out` folder:
                `--peer`, Playground's own path at equal wall time. One PNG per robot.
   summary      the table across robots (summary.md): standing velrmsd, target, seeds at the target,
                time and env steps to it, final velrmsd and falls, env steps/s; robots not trained
-               get their throughput and projected time.
+               get their throughput and projected time. A folder `<out>/<robot>_<variant>/` (a
+               go1_walk invocation with other settings) gets a row of its own under its robot,
+               trained as its runs.json records.
 
     python bench/legged_zoo.py throughput --out /tmp/legged_zoo
     python bench/legged_zoo.py train --robots Spot Barkour --seeds 1 2 3 --minutes 45 --out /tmp/legged_zoo
@@ -113,6 +115,7 @@ def read_json(path: Path) -> dict:
 
 SUMMARY_HEADERS = [
     "robot",
+    "run folder",
     "task",
     "trained as",
     "standing velrmsd",
@@ -152,14 +155,29 @@ def run_sps(run: dict) -> float:
     return newest["env_steps"] / newest["wall_s"]
 
 
-def robot_row(name: str, runs: dict, throughput: dict, steps_to_target: float | None) -> list:
+def settings_of(args: dict) -> str:
+    """What a variant folder's runs trained: go1_walk's --preset, --config files and --set values."""
+    parts = [args.get("preset") or "?"]
+    parts += [
+        Path(path).with_suffix("").as_posix().split("configs/")[-1] for path in args.get("config") or []
+    ]
+    return " + ".join(parts) + "".join(f", {value}" for value in args.get("set") or [])
+
+
+def robot_row(
+    name: str, runs: dict, throughput: dict, steps_to_target: float | None, folder: str | None = None
+) -> list:
     """One robot's line: its trained seeds where `runs` (go1_walk's runs.json) has them, else its
-    throughput and the time the quadrupeds' median env steps to target would take at it."""
+    throughput and the time the quadrupeds' median env steps to target would take at it. `folder`
+    names a variant's runs (`<robot>_<variant>`), trained as its runs.json records."""
     import go1_walk
 
     robot = ROBOTS[name]
     preset, files = robot_config(name)
     trained_as = preset + (f" + {RECIPES[robot.body]}" if files else "")
+    if folder is not None:
+        trained_as = settings_of(runs.get("args", {}))
+    folder = folder or name
     seeds = [r for r in runs.get("runs", []) if r.get("library") == "strl_jax" and go1_walk.evaluated(r)]
     standing = (runs.get("standing") or {}).get("velrmsd")
     target = runs.get("args", {}).get("target")
@@ -172,6 +190,7 @@ def robot_row(name: str, runs: dict, throughput: dict, steps_to_target: float | 
         steps = [math.inf if h is None else h["env_steps"] for h in hits]
         return [
             name,
+            folder,
             robot.task,
             trained_as,
             num(standing, 3),
@@ -185,8 +204,14 @@ def robot_row(name: str, runs: dict, throughput: dict, steps_to_target: float | 
             "-",
         ]
     projected = steps_to_target / sps / 60 if sps and steps_to_target else None
-    head = [name, robot.task, trained_as, num(standing, 3), num(target, 3), "not trained"]
+    head = [name, "-", robot.task, trained_as, num(standing, 3), num(target, 3), "not trained"]
     return head + ["-"] * 4 + [fmt(sps, 0), fmt(projected, 0)]
+
+
+def variant_runs(out: Path, name: str) -> list[tuple[str, dict]]:
+    """`(folder, runs.json)` of each `<out>/<name>_<variant>/` that holds a go1_walk invocation."""
+    folders = sorted(p for p in out.glob(f"{name}_*") if (p / "runs.json").is_file())
+    return [(p.name, read_json(p / "runs.json")) for p in folders]
 
 
 def summary(out: Path) -> str:
@@ -203,16 +228,23 @@ def summary(out: Path) -> str:
         and (h := go1_walk.reached(r, saved["args"]["target"], saved["args"].get("max_falls", 0.05)))
     ]
     median_steps = statistics.median(steps) if steps else None
-    rows = [robot_row(name, runs[name], throughput, median_steps) for name in ROBOTS]
+    rows, recorded = [], list(runs.values())
+    for name in ROBOTS:
+        rows.append(robot_row(name, runs[name], throughput, median_steps))
+        for folder, saved in variant_runs(out, name):
+            rows.append(robot_row(name, saved, throughput, median_steps, folder))
+            recorded.append(saved)
     machines = sorted(
-        {s["machine"]["cpu_model"] for s in runs.values() if s.get("machine")}
+        {s["machine"]["cpu_model"] for s in recorded if s.get("machine")}
         | {t["machine"]["cpu_model"] for t in throughput.values() if t.get("machine")}
     )
     notes = (
-        "Each trained robot: bench/go1_walk.py in <out>/<robot>/ (its summary.md and PNG hold every "
-        "checkpoint). Target: velrmsd at most a third of the standing robot's, falls <= 5%, on the "
-        "unmodified task. Projected minutes: the trained quadrupeds' median env steps to the target "
-        f"({fmt(median_steps, 0)}) at the robot's env steps/s. Machines: {'; '.join(machines) or '-'}."
+        "Each trained robot: bench/go1_walk.py in <out>/<robot>/ under its CPU preset or its body "
+        "plan's recipe, and in <out>/<robot>_<variant>/ under the settings its row names (each "
+        "folder's summary.md and PNG hold every checkpoint). Target: velrmsd at most a third of the "
+        "standing robot's, falls <= 5%, on the unmodified task. Projected minutes: the trained "
+        f"quadrupeds' median env steps to the target ({fmt(median_steps, 0)}) at the robot's env "
+        f"steps/s. Machines: {'; '.join(machines) or '-'}."
     )
     text = notes + "\n\n" + format_table(SUMMARY_HEADERS, rows)
     (out / "summary.md").write_text(text + "\n")

@@ -256,7 +256,22 @@ def test_legged_zoo_tabulates_trained_robots_and_projects_the_others(tmp_path):
     (tmp_path / "Barkour").mkdir()
     (tmp_path / "Barkour" / "runs.json").write_text(json.dumps({**saved, "runs": [cut]}))
     (tmp_path / "throughput.json").write_text(json.dumps({"robots": {"T1": {"sps": 2500.0}}}))
+    # a variant folder: Spot's seed 2 alone under one more setting, trained as its args record
+    variant = {**saved, "runs": runs[1:]}
+    variant["args"] = {
+        **saved["args"],
+        "preset": "SpotFlatTerrainJoystick_cpu",
+        "config": [],
+        "set": ["algorithm.target_kl=0.2"],
+    }
+    (tmp_path / "Spot_target_kl").mkdir()
+    (tmp_path / "Spot_target_kl" / "runs.json").write_text(json.dumps(variant))
     text = legged_zoo.summary(tmp_path)
+    lines = text.splitlines()
+    spot_rows = [line for line in lines if line.startswith("| Spot ")]
+    assert len(spot_rows) == 2 and "| Spot_target_kl " in spot_rows[1]
+    assert "| SpotFlatTerrainJoystick_cpu, algorithm.target_kl=0.2 " in spot_rows[1]
+    assert "| 1 of 1 " in spot_rows[1] and "| 20.0 / 20.0 / 20.0 " in spot_rows[1]
     barkour = next(line for line in text.splitlines() if line.startswith("| Barkour "))
     assert "| 0 of 1 " in barkour and "| 16,667 " in barkour
     spot = next(line for line in text.splitlines() if line.startswith("| Spot "))
