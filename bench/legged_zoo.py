@@ -173,11 +173,11 @@ def robot_row(
     import go1_walk
 
     robot = ROBOTS[name]
-    preset, files = robot_config(name)
-    trained_as = preset + (f" + {RECIPES[robot.body]}" if files else "")
-    if folder is not None:
+    if folder is None:
+        preset, files = robot_config(name)
+        trained_as, folder = preset + (f" + {RECIPES[robot.body]}" if files else ""), name
+    else:
         trained_as = settings_of(runs.get("args", {}))
-    folder = folder or name
     seeds = [r for r in runs.get("runs", []) if r.get("library") == "strl_jax" and go1_walk.evaluated(r)]
     standing = (runs.get("standing") or {}).get("velrmsd")
     target = runs.get("args", {}).get("target")

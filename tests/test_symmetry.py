@@ -579,7 +579,6 @@ def test_go1_mirror_matches_the_reflected_physical_state():
         state = step(state, jnp.asarray(rng.uniform(-1, 1, 12), jnp.float32))
     imu = mujoco.mj_name2id(env.mj_model, mujoco.mjtObj.mjOBJ_SITE, "imu")
     model = env.mjx_model.replace(site_pos=env.mjx_model.site_pos.at[imu, 1].set(0.0))
-    forward = mjx.forward
     joints = lambda x: mirrors.apply(x, mirrors.GO1_JOINTS)  # noqa: E731
     d = state.data.replace(qacc_warmstart=jnp.zeros_like(state.data.qacc_warmstart))
     polar, axial = jnp.array([1.0, -1.0, 1.0]), jnp.array([-1.0, 1.0, -1.0])
@@ -599,7 +598,7 @@ def test_go1_mirror_matches_the_reflected_physical_state():
         "last_contact": info["last_contact"][feet],
         "feet_air_time": info["feet_air_time"][feet],
     }
-    observe = jax.jit(lambda data, info: env._get_obs(forward(model, data), info))  # one compile for both
+    observe = jax.jit(lambda data, info: env._get_obs(mjx.forward(model, data), info))  # one compile for both
     obs = observe(d, dict(info))
     got = observe(reflected, reflected_info)
     sym_env = layout_env(task, 12)
