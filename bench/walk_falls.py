@@ -2,7 +2,7 @@
 command the robot held, how it moved before it fell and what the task's randomiser drew for it.
 
     python bench/walk_falls.py RUN_DIR [--checkpoints 426 571 673] [--envs 32] [--seed 0]
-        [--before 10] [--out FILE.json]
+        [--before 10] [--average K] [--out FILE.json]
 
 RUN_DIR is a strl_jax run folder (`runs/strl_jax-seed1` of a go1_walk output). Every checkpoint is
 evaluated as go1_walk evaluates it (the unmodified task with its randomiser, `--envs` envs, one
@@ -12,6 +12,11 @@ step, the command (vx, vy, yaw rate), the base's velocity `--before` steps earli
 drawn robot mass, centre-of-mass offset of the base and floor friction beside the range over all
 envs. Falls that recur in the same env across checkpoints and under the standing robot point at the
 randomiser's draw; falls spread over envs at small commands point at the gait.
+
+`--average K` evaluates beside each checkpoint the mean of its parameters and those of the K - 1
+checkpoints saved before it (a checkpoint average, as stochastic weight averaging takes one;
+observations normalised by the newest's statistics): whether averaging the last few minutes of
+a run steadies its falls, which swing from one checkpoint to the next.
 """
 
 from __future__ import annotations
@@ -59,6 +64,15 @@ def fall_rows(what: str, term, command, velocity, drawn: dict, before: int) -> l
     return rows
 
 
+def tracking_error(term: np.ndarray, command: np.ndarray, velocity: np.ndarray) -> float:
+    """velrmsd as the benchmark's evaluation takes it: over each episode's steps up to and with
+    its first fall, the root mean square of ||(vx, vy, yaw rate) - command||."""
+    fallen_before = np.cumsum(term, axis=0) - term > 0
+    alive = 1.0 - fallen_before.astype(np.float64)
+    error = np.sum(np.square(velocity - command), axis=-1)
+    return float(np.sqrt(np.sum(error * alive) / max(np.sum(alive), 1.0)))
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", type=Path)
@@ -67,6 +81,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--seed", type=int, default=0, help="the evaluation's env keys (go1_walk's --eval-seed)")
     p.add_argument("--episode-length", type=int, default=1000)
     p.add_argument("--before", type=int, default=10, help="steps before the fall to show the velocity of")
+    p.add_argument("--average", type=int, default=1, help="also evaluate the mean of K checkpoints")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
 
@@ -103,21 +118,30 @@ def main(argv: list[str]) -> int:
         )
     )
     runs = [("standing", lambda: standing(key))]
+    saved = sorted(int(d.name) for d in (args.run_dir / "checkpoints").iterdir() if d.name.isdigit())
     for it in checkpoints:
         loaded = first if it == checkpoints[0] else load_policy(args.run_dir, it)
         runs.append((f"iteration {loaded.step}", lambda p=loaded: policy(p.params, p.normalizers, key)))
+        if args.average > 1:
+            members = [s for s in saved if s <= loaded.step][-args.average :]
+            trees = [loaded.params] + [load_policy(args.run_dir, s).params for s in members[:-1]]
+            mean = jax.tree.map(lambda *x: sum(x) / len(x), *trees)
+            what = f"mean of iterations {' '.join(map(str, members))}"
+            runs.append((what, lambda m=mean, p=loaded: policy(m, p.normalizers, key)))
 
-    rows, summary = [], []
+    rows, summary, policies = [], [], []
     for what, run in runs:
         (term, command, velocity), physics = jax.device_get(run())
         term, command, velocity = map(np.asarray, (term, command, velocity))
         drawn = drawn_physics(physics, n)
         fell = fall_rows(what, term, command, velocity, drawn, args.before)
         rows += fell
-        summary.append([what, f"{len(fell)}/{n}", " ".join(str(r["env"]) for r in fell)])
-        print(f"{what}: {len(fell)} of {n} episodes fell", flush=True)
+        velrmsd = tracking_error(term, command, velocity)
+        summary.append([what, f"{velrmsd:.3f}", f"{len(fell)}/{n}", " ".join(str(r["env"]) for r in fell)])
+        policies.append({"policy": what, "velrmsd": round(velrmsd, 4), "falls": len(fell), "episodes": n})
+        print(f"{what}: velrmsd {velrmsd:.3f}, {len(fell)} of {n} episodes fell", flush=True)
     drawn_all = drawn_physics(physics, n)
-    print(format_table(["policy", "falls", "envs that fell"], summary))
+    print(format_table(["policy", "velrmsd", "falls", "envs that fell"], summary))
     headers = ["policy", "env", "step", "command", f"velocity {args.before} steps before", *drawn_all]
     print(
         format_table(
@@ -143,7 +167,13 @@ def main(argv: list[str]) -> int:
     if args.out:
         write_json(
             args.out,
-            {"machine": machine_info(), "run_dir": str(args.run_dir), "falls": rows, "drawn": ranges},
+            {
+                "machine": machine_info(),
+                "run_dir": str(args.run_dir),
+                "policies": policies,
+                "falls": rows,
+                "drawn": ranges,
+            },
         )
     return 0
 
