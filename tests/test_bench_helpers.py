@@ -320,3 +320,68 @@ def test_walk_falls_reports_each_fall_with_its_command_and_the_envs_draw():
         "base com offset m": 0.05,
         "floor friction": 0.7,
     }
+
+
+def test_walk_falls_tracks_over_each_episode_until_its_fall():
+    import walk_falls
+
+    term = np.zeros((4, 2), bool)
+    term[1:, 1] = True  # env 1 falls at step 1: steps 0 and 1 count, 2 and 3 do not
+    command = np.zeros((4, 2, 3))
+    velocity = np.zeros((4, 2, 3))
+    velocity[:, 0, 0] = 0.3  # env 0 errs by 0.3 at every step
+    velocity[2:, 1, 0] = 100.0  # env 1 after its fall: not counted
+    velocity[1, 1, 2] = 0.6
+    expected = np.sqrt((4 * 0.09 + 0.36) / 6)
+    assert walk_falls.tracking_error(term, command, velocity) == pytest.approx(expected)
+
+
+def test_go1_terrain_gives_each_student_its_own_seeds_teacher_and_the_blind_run_the_whole_time(tmp_path):
+    import go1_terrain
+
+    args = go1_terrain.parse_args(
+        ["--out", str(tmp_path), "--teacher-minutes", "90", "--student-minutes", "30"]
+    )
+    assert args.stages == list(go1_terrain.STAGES) and args.seeds == [1, 2]
+
+    def value(argv, flag):
+        return argv[argv.index(flag) + 1]
+
+    blind = go1_terrain.stage_argv("blind", 2, args)
+    assert value(blind, "--preset") == "Go1JoystickRoughTerrain_cpu" and value(blind, "--minutes") == "120"
+    assert value(blind, "--out") == str(tmp_path / "blind" / "seed2") and "--resume" not in blind
+    teacher = go1_terrain.stage_argv("teacher", 1, args)
+    assert value(teacher, "--minutes") == "90" and value(teacher, "--target") == "0.4"
+    student = go1_terrain.stage_argv("student_dagger", 2, args)
+    assert value(student, "--preset") == "Go1JoystickRoughTerrain_student_dagger_cpu"
+    assert value(student, "--minutes") == "30"
+    teacher_dir = tmp_path / "teacher" / "seed2" / "runs" / "strl_jax-seed2"
+    assert f"algorithm.teacher_policy.checkpoint={teacher_dir}" in student
+    assert go1_terrain.teacher_run(tmp_path, 2) == teacher_dir
+
+
+def test_go1_terrain_summary_compares_each_student_with_its_teacher(tmp_path):
+    import go1_terrain
+
+    def stage(name, seed, evals, metrics=None):
+        folder = tmp_path / name / f"seed{seed}"
+        run_dir = folder / "runs" / f"strl_jax-seed{seed}"
+        run_dir.mkdir(parents=True)
+        if metrics:
+            (run_dir / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+        record = {"seed": seed, "run_dir": str(run_dir), "evals": evals, "train": {"sps": 3000.0}}
+        (folder / "runs.json").write_text(json.dumps({"runs": [record]}))
+
+    def ev(minutes, velrmsd, falls):
+        return {"wall_s": 60.0 * minutes, "env_steps": 1e6 * minutes, "velrmsd": velrmsd, "falls": falls}
+
+    stage("teacher", 1, [ev(60, 0.5, 0.1), ev(120, 0.38, 0.04)])
+    errors = [{"estimator_rmse_base_lin_vel": e} for e in [1.0] * 5 + [0.2] * 10]
+    stage("student_tppo", 1, [ev(30, 0.6, 0.1), ev(60, 0.418, 0.06)], errors)
+    rows = go1_terrain.summary_rows(tmp_path, 0.40, 0.05)
+    teacher, student = rows
+    assert teacher[:3] == ["teacher", 1, "120.0"] and teacher[4] == "120.0"  # at the target at 120
+    assert student[0] == "student_tppo" and student[4] == "never"
+    assert student[8] == "1.10 / 1.50" and student[9] == "0.200"
+    assert go1_terrain.offset_minutes("student_tppo", tmp_path, 1) == 120.0
+    assert "student_tppo" in go1_terrain.write_summary(tmp_path, 0.40, 0.05)

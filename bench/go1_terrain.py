@@ -1,0 +1,296 @@
+"""st_rl's rough-terrain pipeline on Go1JoystickRoughTerrain: a teacher that sees the ground, a
+blind policy beside it, and students that act on what a Go1 measures, distilled from the teacher.
+
+Every stage is a bench/go1_walk.py invocation in its own folder of `--out` (its runs, checkpoints
+by wall time, the evaluation of every checkpoint on the unmodified rough task afterwards, its
+summary and PNG), run one after another, each training alone:
+  teacher        configs/Go1JoystickRoughTerrain_teacher_cpu.yaml (legged_gym's height scan through
+                 an MLP encoder, the task's noise on the actor's copy) for `--teacher-minutes`.
+  blind          configs/Go1JoystickRoughTerrain_cpu.yaml (proprioception only) for
+                 `--teacher-minutes` + `--student-minutes`: its checkpoints up to the teacher's
+                 minutes are the blind side at equal wall time, its last one the blind policy
+                 trained from scratch for the pipeline's whole time.
+  student_KIND   the student presets (`--students`; tppo: EstimatorTPPO, dagger: TPPO without
+                 PPO's terms, distillation: rsl_rl's Distillation with an LSTM student), each from
+                 the newest checkpoint of the same seed's teacher, for `--student-minutes`. tppo and
+                 dagger estimate the base velocity (StateAc), distillation's memory stands in for it.
+Then the summary (`summary` alone rewrites it): per stage and seed, the time to the teacher's
+target (velrmsd <= `--target`, falls <= `--max-falls`), the last checkpoint's velrmsd and falls,
+the student's ratios to its teacher's last checkpoint (the goal: velrmsd <= 1.15x, falls <=
+1.5x), the estimator's RMS error of the base velocity over the run's last 10 iterations (on its
+own training data) and env steps/s; terrain.md and terrain.png (velrmsd and falls against the
+pipeline's wall time: a student's minutes count from the end of its teacher's).
+
+    python bench/go1_terrain.py --out /tmp/go1_terrain                      # 2 seeds, 2 h + 1 h
+    python bench/go1_terrain.py --out /tmp/go1_terrain --stages teacher --seeds 1
+    python bench/go1_terrain.py --out /tmp/go1_terrain --resume             # after a stop
+    python bench/go1_terrain.py summary --out /tmp/go1_terrain
+    python bench/go1_terrain.py --smoke --out /tmp/go1_terrain_smoke        # minutes, tiny sizes
+
+`--resume` is go1_walk's in every stage (finished runs kept, cut ones continued from their newest
+checkpoint). The GPU counterpart is bench/gpu_go1_terrain.sh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from common import fmt, format_table
+
+TEACHER = "Go1JoystickRoughTerrain_teacher_cpu"
+BLIND = "Go1JoystickRoughTerrain_cpu"
+STUDENTS = {
+    "tppo": "Go1JoystickRoughTerrain_student_tppo_cpu",
+    "dagger": "Go1JoystickRoughTerrain_student_dagger_cpu",
+    "distillation": "Go1JoystickRoughTerrain_student_distillation_cpu",
+}
+STAGES = ("teacher", "blind", *(f"student_{k}" for k in STUDENTS))
+TARGET = 0.40  # the teacher's goal on rough terrain: velrmsd <= 0.40 with <= 5% falls
+STUDENT_VELRMSD, STUDENT_FALLS = 1.15, 1.5  # a student's goal, as multiples of its teacher's
+ESTIMATOR_METRIC = "estimator_rmse_base_lin_vel"
+# --smoke: seconds-long stages at tiny sizes (sets applied to every stage)
+SMOKE_SETS = [
+    "policy.actor_hidden_dims=[32]",
+    "policy.critic_hidden_dims=[32]",
+    "runner.num_steps_per_env=8",
+    "algorithm.num_mini_batches=2",
+]
+
+
+def stage_preset(stage: str) -> str:
+    if stage == "teacher":
+        return TEACHER
+    if stage == "blind":
+        return BLIND
+    return STUDENTS[stage.removeprefix("student_")]
+
+
+def teacher_run(out: Path, seed: int) -> Path:
+    return out / "teacher" / f"seed{seed}" / "runs" / f"strl_jax-seed{seed}"
+
+
+def stage_argv(stage: str, seed: int, args: argparse.Namespace) -> list[str]:
+    """bench/go1_walk.py's arguments for one stage and seed."""
+    minutes = args.teacher_minutes
+    if stage == "blind":
+        minutes = args.teacher_minutes + args.student_minutes
+    elif stage.startswith("student_"):
+        minutes = args.student_minutes
+    argv = ["--preset", stage_preset(stage), "--seeds", str(seed), "--minutes", f"{minutes:g}"]
+    argv += ["--checkpoint-minutes", f"{args.checkpoint_minutes:g}", "--no-peer"]
+    argv += ["--target", f"{args.target:g}", "--max-falls", f"{args.max_falls:g}"]
+    argv += ["--eval-envs", str(args.eval_envs), "--episode-length", str(args.episode_length)]
+    sets = list(args.set)
+    if stage.startswith("student_"):
+        sets.append(f"algorithm.teacher_policy.checkpoint={teacher_run(args.out, seed)}")
+    if args.smoke:
+        sets = SMOKE_SETS + sets
+        argv.append("--smoke")
+    for s in sets:
+        argv += ["--set", s]
+    # one invocation per seed, so that a student's teacher is its own seed's
+    out = args.out / stage / f"seed{seed}"
+    argv += ["--out", str(out)]
+    if args.resume and (out / "runs.json").is_file():
+        argv.append("--resume")
+    return argv
+
+
+def run_stages(args: argparse.Namespace) -> int:
+    import go1_walk
+
+    status = 0
+    for stage in args.stages:
+        for seed in args.seeds:
+            if stage.startswith("student_") and not teacher_run(args.out, seed).is_dir():
+                print(f"{stage} seed {seed}: no teacher run in {teacher_run(args.out, seed)}; skipped")
+                status = 1
+                continue
+            argv = stage_argv(stage, seed, args)
+            print(f"[{time.strftime('%H:%M:%S')}] {stage}: bench/go1_walk.py {' '.join(argv)}", flush=True)
+            status = max(status, go1_walk.main(argv))
+    return status
+
+
+# ---- summary -------------------------------------------------------------------------------
+def stage_runs(out: Path, stage: str) -> list[dict]:
+    """The stage's go1_walk records, one per seed folder, in seed order."""
+    records = []
+    for path in sorted((out / stage).glob("seed*/runs.json")):
+        records += json.loads(path.read_text())["runs"]
+    return sorted(records, key=lambda r: r["seed"])
+
+
+def offset_minutes(stage: str, out: Path, seed: int) -> float:
+    """Where a stage's clock starts on the pipeline's: a student's after its teacher's last checkpoint."""
+    if not stage.startswith("student_"):
+        return 0.0
+    teacher = next((r for r in stage_runs(out, "teacher") if r["seed"] == seed), None)
+    evals = (teacher or {}).get("evals") or (teacher or {}).get("checkpoints") or []
+    return evals[-1]["wall_s"] / 60 if evals else 0.0
+
+
+def estimator_error(record: dict) -> float | None:
+    """The mean of the run's last 10 logged estimator errors (m/s), None without an estimator."""
+    path = Path(record.get("run_dir", "")) / "metrics.jsonl"
+    if not path.is_file():
+        return None
+    values = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if row.get(ESTIMATOR_METRIC) is not None:
+            values.append(row[ESTIMATOR_METRIC])
+    return statistics.fmean(values[-10:]) if values else None
+
+
+def first_at(evals: list[dict], velrmsd: float, falls: float) -> dict | None:
+    return next((e for e in evals if e.get("velrmsd", 9.0) <= velrmsd and e.get("falls", 1.0) <= falls), None)
+
+
+HEADERS = [
+    "stage",
+    "seed",
+    "trained minutes",
+    "M env steps",
+    "minutes to the target",
+    "last velrmsd",
+    "last falls",
+    "best velrmsd (falls)",
+    "x teacher's velrmsd / falls",
+    "estimator RMSE m/s",
+    "env steps/s",
+]
+
+
+def summary_rows(out: Path, target: float, max_falls: float) -> list[list]:
+    teachers = {r["seed"]: r for r in stage_runs(out, "teacher")}
+    rows = []
+    for stage in STAGES:
+        for record in stage_runs(out, stage):
+            evals = [e for e in record.get("evals", []) if e.get("velrmsd") is not None]
+            last = evals[-1] if evals else {}
+            best = min(evals, key=lambda e: e["velrmsd"]) if evals else {}
+            reached = first_at(evals, target, max_falls)
+            ratio = "-"
+            teacher_evals = [e for e in teachers.get(record["seed"], {}).get("evals", []) if "velrmsd" in e]
+            if stage.startswith("student_") and teacher_evals and last:
+                t = teacher_evals[-1]
+                falls_ratio = (
+                    last["falls"] / t["falls"] if t["falls"] else (0.0 if not last["falls"] else None)
+                )
+                falls_text = (
+                    "-" if falls_ratio is None else f"{falls_ratio:.2f}"
+                )  # None: the teacher never fell
+                ratio = f"{last['velrmsd'] / t['velrmsd']:.2f} / {falls_text}"
+            sps = record.get("train", {}).get("sps")
+            rows.append(
+                [
+                    stage,
+                    record["seed"],
+                    fmt(last.get("wall_s", 0) / 60, 1) if last else "-",
+                    fmt(last.get("env_steps", 0) / 1e6, 2) if last else "-",
+                    fmt(reached["wall_s"] / 60, 1) if reached else "never",
+                    fmt(last.get("velrmsd"), 2),
+                    fmt(last.get("falls"), 2),
+                    f"{best['velrmsd']:.3f} ({best['falls']:.3f})" if best else "-",
+                    ratio,
+                    fmt(estimator_error(record), 2),
+                    fmt(sps),
+                ]
+            )
+    return rows
+
+
+def plot(out: Path, target: float) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, (ax_v, ax_f) = plt.subplots(1, 2, figsize=(12, 4.5))
+    colours = dict(
+        zip(STAGES, ["tab:blue", "tab:gray", "tab:green", "tab:orange", "tab:purple"], strict=True)
+    )
+    for stage in STAGES:
+        for record in stage_runs(out, stage):
+            evals = [e for e in record.get("evals", []) if e.get("velrmsd") is not None]
+            if not evals:
+                continue
+            start = offset_minutes(stage, out, record["seed"])
+            minutes = [start + e["wall_s"] / 60 for e in evals]
+            style = "-" if record["seed"] == min(r["seed"] for r in stage_runs(out, stage)) else "--"
+            label = f"{stage} seed {record['seed']}"
+            ax_v.plot(minutes, [e["velrmsd"] for e in evals], style, color=colours[stage], label=label)
+            ax_f.plot(minutes, [e["falls"] for e in evals], style, color=colours[stage], label=label)
+    ax_v.axhline(target, color="k", lw=0.8, ls=":")
+    ax_v.set(xlabel="pipeline wall minutes", ylabel="velrmsd (unmodified rough task)", title="tracking")
+    ax_f.set(xlabel="pipeline wall minutes", ylabel="fraction of episodes that fall", title="falls")
+    ax_v.legend(fontsize=7)
+    fig.tight_layout()
+    path = out / "terrain.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_summary(out: Path, target: float, max_falls: float) -> str:
+    table = format_table(HEADERS, summary_rows(out, target, max_falls))
+    text = (
+        f"Go1JoystickRoughTerrain: teacher {TEACHER}, blind {BLIND}, students "
+        f"{', '.join(STUDENTS.values())}. Target: velrmsd <= {target:g} with falls <= {max_falls:g} "
+        f"on the unmodified task; a student's goal: velrmsd <= {STUDENT_VELRMSD}x and falls <= "
+        f"{STUDENT_FALLS}x its teacher's last checkpoint. Minutes: a stage's own training clock.\n\n{table}\n"
+    )
+    (out / "terrain.md").write_text(text)
+    plot(out, target)
+    return text
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("command", nargs="?", choices=["run", "summary"], default="run")
+    p.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--teacher-minutes", type=float, default=None, help="default 120 (smoke: 3)")
+    p.add_argument("--student-minutes", type=float, default=None, help="default 60 (smoke: 2)")
+    p.add_argument("--checkpoint-minutes", type=float, default=None, help="default 10 (smoke: 1)")
+    p.add_argument("--target", type=float, default=TARGET)
+    p.add_argument("--max-falls", type=float, default=0.05)
+    p.add_argument("--eval-envs", type=int, default=None, help="default 32 (smoke: 4)")
+    p.add_argument("--episode-length", type=int, default=None, help="default 1000 (smoke: 50)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every stage")
+    p.add_argument("--resume", action="store_true", help="go1_walk's --resume in each stage")
+    p.add_argument("--smoke", action="store_true", help="tiny end-to-end check of every stage")
+    p.add_argument("--out", type=Path, default=Path("/tmp/go1_terrain"))
+    args = p.parse_args(argv)
+    defaults = {"teacher_minutes": 120.0, "student_minutes": 60.0, "checkpoint_minutes": 10.0}
+    defaults |= {"eval_envs": 32, "episode_length": 1000}
+    smoke = {"teacher_minutes": 3.0, "student_minutes": 2.0, "checkpoint_minutes": 1.0}
+    smoke |= {"eval_envs": 4, "episode_length": 50}
+    for key, value in (smoke if args.smoke else defaults).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    args.stages = [s for s in STAGES if s in args.stages]  # students after their teacher
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    status = run_stages(args) if args.command == "run" else 0
+    print(write_summary(args.out, args.target, args.max_falls))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
