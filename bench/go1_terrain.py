@@ -249,7 +249,8 @@ def write_summary(out: Path, target: float, max_falls: float) -> str:
         f"Go1JoystickRoughTerrain: teacher {TEACHER}, blind {BLIND}, students "
         f"{', '.join(STUDENTS.values())}. Target: velrmsd <= {target:g} with falls <= {max_falls:g} "
         f"on the unmodified task; a student's goal: velrmsd <= {STUDENT_VELRMSD}x and falls <= "
-        f"{STUDENT_FALLS}x its teacher's last checkpoint. Minutes: a stage's own training clock.\n\n{table}\n"
+        f"{STUDENT_FALLS}x its teacher's last checkpoint (a falls ratio of '-': the teacher did not fall, "
+        f"the student did). Minutes: a stage's own training clock.\n\n{table}\n"
     )
     (out / "terrain.md").write_text(text)
     plot(out, target)
