@@ -1,8 +1,8 @@
 """st_rl's rough-terrain pipeline at a small size, end to end: a height-scan teacher's checkpoint
 (configs/Go1JoystickRoughTerrain_teacher_cpu.yaml), a student that acts on what a Go1 measures
 (configs/Go1JoystickRoughTerrain_student_tppo_cpu.yaml: no scan, its base velocity estimated)
-trained from it, exported to ONNX, and deployed in C MuJoCo on the task's heightfield beside the
-JAX env. bench/go1_terrain.py runs the same presets at their own sizes."""
+trained from it, exported to ONNX, and deployed in C MuJoCo on the task's heightfield.
+bench/go1_terrain.py runs the same presets at their own sizes."""
 
 from __future__ import annotations
 
@@ -121,6 +121,10 @@ def test_every_student_preset_takes_the_teacher_on_its_teacher_group(teacher, pr
     assert loaded.actor.obs_group == "teacher"
     layout = [name for name, _ in env.components["policy"]]
     assert "height_scan" not in layout
+    # the estimator's target, the true velocity, is read by name from the critic group, whose scan
+    # comes last
+    critic = [name for name, _ in env.components["critic"]]
+    assert "base_lin_vel" in critic and critic[-1] == "height_scan"
     if cfg.policy.class_name == "StateAc":  # the estimate replaces the measured velocity
         assert (
             cfg.policy.estimator_target_components == ("base_lin_vel",)
@@ -133,10 +137,9 @@ def test_every_student_preset_takes_the_teacher_on_its_teacher_group(teacher, pr
 def test_the_student_trains_exports_and_deploys_on_the_heightfield(student, tmp_path):
     run, rows = student
     assert [r["iteration"] for r in rows] == [1, 2, 3, 4]
-    # the estimator is trained on the run's own data: its error of the true base velocity falls
-    rmse = [r["estimator_rmse_base_lin_vel"] for r in rows]
-    # seen: 0.92, 0.35, 0.24, 0.27 m/s (an untrained estimator's guesses, then the velocity's scale)
-    assert rmse[-1] < 0.6 * rmse[0], rmse
+    # No check of the estimator's learning here: over these few iterations its logged error falls
+    # as far without its loss as with it (0.92 -> 0.29 and 0.27 m/s: the normaliser's first updates),
+    # so tests/test_estimator_training.py and tests/test_custom_robot_example.py hold that.
     out = tmp_path / "m.json"
     # C MuJoCo alone: on flat ground tests/test_deploy.py holds the two engines to 0.5% over 8 steps;
     # on the heightfield MJX's contacts (impl jax) and C MuJoCo's differ (returns by 8-13% over 8
