@@ -9,14 +9,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from policy_runs import random_policy_run
 
-from strl_jax.checkpoints.orbax_checkpoints import close_manager, open_manager, save_checkpoint
-from strl_jax.configs.loader import config_to_dict, resolve_config
+from strl_jax.configs.loader import resolve_config
 from strl_jax.deploy import main as deploy_main
 from strl_jax.envs import native_mujoco as nm
 from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.errors import ConfigError
-from strl_jax.inference import init_policy_state
 from strl_jax.native_episodes import nominal_env_config
 
 TASK = "Go1JoystickFlatTerrain"
@@ -97,18 +96,7 @@ def test_native_step_reproduces_the_env_step(go1):
 def tiny_go1_run(go1, path):
     """A run folder holding one checkpoint of a random-weights Go1 policy (no training)."""
     cfg, env, *_ = go1
-    state = init_policy_state(
-        jax.random.PRNGKey(0),
-        cfg,
-        env.observation_shapes(),
-        env.action_size,
-        env.components,
-        env.component_shapes,
-    )
-    manager = open_manager(path / "checkpoints")
-    save_checkpoint(manager, 1, {"train_state": state}, {"config": config_to_dict(cfg)})
-    close_manager(manager)
-    return path
+    return random_policy_run(cfg, env, path)
 
 
 def test_deploy_cli_runs_an_exported_policy(go1, tmp_path, capsys):

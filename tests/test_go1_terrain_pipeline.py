@@ -9,18 +9,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import jax
 import numpy as np
 import onnx
 import pytest
 from learning_runs import train_main
+from policy_runs import random_policy_run
 
-from strl_jax.checkpoints.orbax_checkpoints import close_manager, open_manager, save_checkpoint
 from strl_jax.configs.loader import config_to_dict, resolve_config
 from strl_jax.deploy import main as deploy_main
 from strl_jax.envs import make_env_from_config
 from strl_jax.envs.native_mujoco import native_task
-from strl_jax.inference import init_policy_state, load_policy
+from strl_jax.inference import load_policy
 from strl_jax.runners.teachers import load_teacher
 
 TASK = "Go1JoystickRoughTerrain"
@@ -59,19 +58,7 @@ def teacher(tmp_path_factory):
         overrides=[*SMALL_NETS, "policy.encoder_kwargs={hidden_sizes: [16]}", "policy.encoder_output_size=4"],
     )
     env = make_env_from_config(cfg.env, num_envs=1)
-    state = init_policy_state(
-        jax.random.PRNGKey(0),
-        cfg,
-        env.observation_shapes(),
-        env.action_size,
-        env.components,
-        env.component_shapes,
-    )
-    path = tmp_path_factory.mktemp("terrain") / "teacher"
-    manager = open_manager(path / "checkpoints")
-    save_checkpoint(manager, 1, {"train_state": state}, {"config": config_to_dict(cfg)})
-    close_manager(manager)
-    return path
+    return random_policy_run(cfg, env, tmp_path_factory.mktemp("terrain") / "teacher")
 
 
 @pytest.fixture(scope="module")
