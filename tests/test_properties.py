@@ -383,6 +383,36 @@ def loss_inputs(draw):
 
 
 @PROPS
+@given(loss_inputs(), clips, st.sampled_from([2.0, 3.0, 10.0]))
+def test_dual_clip_bounds_negative_advantages_and_keeps_the_rest(d, clip, dual):
+    """Dual-clip PPO: each term with A < 0 is min(PPO's term, -c A); with A >= 0 PPO's term."""
+    out = float(surrogate_loss(d["logp"], d["old_logp"], d["adv"], clip, dual))
+    adv = d["adv"].astype(np.float64)
+    ratio = np.exp(d["logp"].astype(np.float64) - d["old_logp"])
+    ppo = np.maximum(-adv * ratio, -adv * np.clip(ratio, 1 - clip, 1 + clip))
+    ref = np.mean(np.where(adv < 0, np.minimum(ppo, -dual * adv), ppo))
+    assert out == pytest.approx(ref, rel=1e-5, abs=1e-5)
+
+
+def test_dual_clip_keeps_a_very_unlikely_executed_action_finite():
+    """An executed action 100 nats less likely under the old policy than under the new one (a TPPO
+    teacher's action the student has moved towards): PPO's ratio overflows to inf and its gradient
+    is NaN; the dual clip gives c |A| and a zero gradient."""
+    old = jnp.asarray([-110.0, -1.0])
+    adv = jnp.asarray([-1.0, 0.5])
+
+    def loss(logp, dual):
+        return surrogate_loss(logp, old, adv, 0.2, dual)
+
+    logp = jnp.asarray([-10.0, -1.0])
+    assert not np.isfinite(float(loss(logp, None)))
+    assert float(loss(logp, 3.0)) == pytest.approx((3.0 * 1.0 - 0.5) / 2)
+    grad = jax.grad(loss)(logp, 3.0)
+    assert np.all(np.isfinite(np.asarray(grad))) and float(grad[0]) == 0.0
+    assert not np.isfinite(np.asarray(jax.grad(loss)(logp, None))).all()
+
+
+@PROPS
 @given(loss_inputs(), clips)
 def test_surrogate_loss_matches_numpy(d, clip):
     """Clipped surrogate mean(max(-A r, -A clip(r))) matches numpy, is >= -mean(A r), is -mean(A) at r=1."""

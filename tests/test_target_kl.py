@@ -71,3 +71,14 @@ def test_a_bound_every_step_passes_freezes_the_policy(runs):
 def test_a_bad_target_kl_is_refused_by_name(value):
     with pytest.raises(ConfigError, match="algorithm.target_kl must be a positive number"):
         resolve_config("inverted_pendulum", overrides=[f"algorithm.target_kl={value}"])
+
+
+@pytest.mark.parametrize("value", ["1.0", "1.2", ".nan", ".inf"])
+def test_a_dual_clip_at_or_below_ppos_clip_is_refused_by_name(value):
+    """With clip_param 0.2, a dual clip of 1.2 or less would bound terms PPO's clip leaves alone."""
+    with pytest.raises(
+        ConfigError, match=r"algorithm.dual_clip must be a number above 1 \+ clip_param \(1.2"
+    ):
+        resolve_config(
+            "inverted_pendulum", overrides=["algorithm.clip_param=0.2", f"algorithm.dual_clip={value}"]
+        )

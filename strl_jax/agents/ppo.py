@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -109,7 +110,11 @@ def ppo_terms(
     alg, dist = settings.alg, settings.model.action_dist
     entropy = jnp.mean(dist.entropy(mean[:, :originals], std[:, :originals], entropy_key))
     surrogate = surrogate_loss(
-        dist.log_prob(batch.actions, mean, std), batch.old_log_prob, batch.advantages, alg.clip_param
+        dist.log_prob(batch.actions, mean, std),
+        batch.old_log_prob,
+        batch.advantages,
+        alg.clip_param,
+        alg.dual_clip,
     )
     value = value_loss(values, batch.old_values, batch.returns, alg.clip_param, alg.use_clipped_value_loss)
     losses = {"surrogate_loss": surrogate, "value_loss": value, "entropy": -entropy}
@@ -216,13 +221,29 @@ def recomputed_advantages(
     return batch.replace(advantages=advantages, returns=columns(returns))
 
 
-def surrogate_loss(log_prob: jax.Array, old_log_prob: jax.Array, advantages: jax.Array, clip_param: float):
-    """Clipped surrogate `mean(max(-A r, -A clip(r, 1-eps, 1+eps)))`."""
+def surrogate_loss(
+    log_prob: jax.Array,
+    old_log_prob: jax.Array,
+    advantages: jax.Array,
+    clip_param: float,
+    dual_clip: float | None = None,
+):
+    """Clipped surrogate `mean(max(-A r, -A clip(r, 1-eps, 1+eps)))`; with `dual_clip` c, each
+    negative advantage's term is at most `-c A` (dual-clip PPO). The log ratio is then capped at
+    log c before it is exponentiated: above c every term's gradient is 0 either way, and the
+    ratio of a very unlikely executed action no longer overflows to inf (whose 0 x inf gradient
+    would be NaN)."""
     chex.assert_equal_shape([log_prob, old_log_prob, advantages])
-    ratio = jnp.exp(log_prob - old_log_prob)
+    log_ratio = log_prob - old_log_prob
+    if dual_clip is not None:
+        log_ratio = jnp.minimum(log_ratio, math.log(dual_clip))
+    ratio = jnp.exp(log_ratio)
     unclipped = -advantages * ratio
     clipped = -advantages * jnp.clip(ratio, 1.0 - clip_param, 1.0 + clip_param)
-    return jnp.mean(jnp.maximum(unclipped, clipped))
+    terms = jnp.maximum(unclipped, clipped)
+    if dual_clip is not None:
+        terms = jnp.where(advantages < 0, jnp.minimum(terms, -dual_clip * advantages), terms)
+    return jnp.mean(terms)
 
 
 def value_loss(

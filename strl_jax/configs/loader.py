@@ -540,6 +540,12 @@ def validate_config(cfg: TrainConfig) -> None:
         raise ConfigError(
             f"algorithm.target_kl must be a positive number (null: no early stop), got {target_kl}"
         )
+    dual_clip, above = cfg.algorithm.dual_clip, 1.0 + cfg.algorithm.clip_param
+    if dual_clip is not None and not (math.isfinite(dual_clip) and dual_clip > above):
+        raise ConfigError(
+            f"algorithm.dual_clip must be a number above 1 + clip_param ({above:g}; null: PPO's clip "
+            f"alone), got {dual_clip}"
+        )
     check_std_floor_schedule(cfg)
     check_gae_segments(cfg)
     check_recomputed_advantages(cfg)

@@ -194,6 +194,10 @@ class AlgorithmConfig:
     # policy, measured before its step, exceeds 1.5 x target_kl, that step and the update's later
     # ones are skipped; None: every step is taken (rsl_rl, st_rl)
     target_kl: float | None = None
+    # dual-clip PPO (Ye et al. 2020): for a negative advantage the surrogate is at most
+    # dual_clip * |A|, so an executed action the policy found unlikely (a TPPO teacher's) cannot
+    # give an unbounded ratio; None: PPO's clip alone (rsl_rl, st_rl)
+    dual_clip: float | None = None
     # final_obs: gamma * V(final observation) on time-outs; rsl_rl: gamma * V(s_t); none: brax's
     # bootstrap_on_timeout=False, the time-out step is masked (advantage 0, return = its value)
     timeout_bootstrap: str = "final_obs"
