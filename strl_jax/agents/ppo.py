@@ -228,11 +228,11 @@ def surrogate_loss(
     clip_param: float,
     dual_clip: float | None = None,
 ):
-    """Clipped surrogate `mean(max(-A r, -A clip(r, 1-eps, 1+eps)))`; with `dual_clip` c, each
-    negative advantage's term is at most `-c A` (dual-clip PPO). The log ratio is then capped at
-    log c before it is exponentiated: above c every term's gradient is 0 either way, and the
-    ratio of a very unlikely executed action no longer overflows to inf (whose 0 x inf gradient
-    would be NaN)."""
+    """Clipped surrogate `mean(max(-A r, -A clip(r, 1-eps, 1+eps)))`; with `dual_clip` c (dual-clip
+    PPO), each negative advantage's term is at most `-c A`. That is the ratio capped at c: with
+    A < 0 the term is `|A| max(r, clip(r))`, with A > 0 it is already flat above 1 + eps < c, and
+    above c every term's gradient is 0 either way. The cap is taken on the log ratio, so the ratio
+    of a very unlikely executed action no longer overflows to inf (whose 0 x inf gradient is NaN)."""
     chex.assert_equal_shape([log_prob, old_log_prob, advantages])
     log_ratio = log_prob - old_log_prob
     if dual_clip is not None:
@@ -240,10 +240,7 @@ def surrogate_loss(
     ratio = jnp.exp(log_ratio)
     unclipped = -advantages * ratio
     clipped = -advantages * jnp.clip(ratio, 1.0 - clip_param, 1.0 + clip_param)
-    terms = jnp.maximum(unclipped, clipped)
-    if dual_clip is not None:
-        terms = jnp.where(advantages < 0, jnp.minimum(terms, -dual_clip * advantages), terms)
-    return jnp.mean(terms)
+    return jnp.mean(jnp.maximum(unclipped, clipped))
 
 
 def value_loss(
