@@ -10,7 +10,7 @@ summary and PNG), run one after another, each training alone:
                  `--teacher-minutes` + `--student-minutes`: its checkpoints up to the teacher's
                  minutes are the blind side at equal wall time, its last one the blind policy
                  trained from scratch for the pipeline's whole time.
-  student_KIND   the student presets (`--students`; tppo: EstimatorTPPO, dagger: TPPO without
+  student_KIND   the student presets (`--stages`; tppo: EstimatorTPPO, dagger: TPPO without
                  PPO's terms, distillation: rsl_rl's Distillation with an LSTM student), each from
                  the newest checkpoint of the same seed's teacher, for `--student-minutes`. tppo and
                  dagger estimate the base velocity (StateAc), distillation's memory stands in for it.
@@ -183,12 +183,10 @@ def summary_rows(out: Path, target: float, max_falls: float) -> list[list]:
             teacher_evals = [e for e in teachers.get(record["seed"], {}).get("evals", []) if "velrmsd" in e]
             if stage.startswith("student_") and teacher_evals and last:
                 t = teacher_evals[-1]
-                falls_ratio = (
-                    last["falls"] / t["falls"] if t["falls"] else (0.0 if not last["falls"] else None)
-                )
-                falls_text = (
-                    "-" if falls_ratio is None else f"{falls_ratio:.2f}"
-                )  # None: the teacher never fell
+                if t["falls"]:
+                    falls_text = f"{last['falls'] / t['falls']:.2f}"
+                else:  # '-': the teacher did not fall and the student did
+                    falls_text = "0.00" if not last["falls"] else "-"
                 ratio = f"{last['velrmsd'] / t['velrmsd']:.2f} / {falls_text}"
             sps = record.get("train", {}).get("sps")
             rows.append(
