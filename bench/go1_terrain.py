@@ -11,9 +11,10 @@ summary and PNG), run one after another, each training alone:
                  minutes are the blind side at equal wall time, its last one the blind policy
                  trained from scratch for the pipeline's whole time.
   student_KIND   the student presets (`--stages`; tppo: EstimatorTPPO, dagger: TPPO without
-                 PPO's terms, distillation: rsl_rl's Distillation with an LSTM student), each from
-                 the newest checkpoint of the same seed's teacher, for `--student-minutes`. tppo and
-                 dagger estimate the base velocity (StateAc), distillation's memory stands in for it.
+                 PPO's terms, distillation: rsl_rl's Distillation of an LSTM student with the
+                 estimator's loss), each from the newest checkpoint of the same seed's teacher, for
+                 `--student-minutes`. Every student estimates the base velocity (StateAc,
+                 StateAcRecurrent) from the 45 values a Go1 measures.
 Then the summary (`summary` alone rewrites it): per stage and seed, the time to the teacher's
 target (velrmsd <= `--target`, falls <= `--max-falls`), the last checkpoint's velrmsd and falls,
 the student's ratios to its teacher's last checkpoint (the goal: velrmsd <= 1.15x, falls <=

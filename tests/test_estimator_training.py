@@ -14,6 +14,7 @@ import onnxruntime as ort
 import pytest
 from learning_runs import ESTIMATOR_K, estimator_config, estimator_errors, estimator_run_config
 
+from strl_jax.agents.ppo import POLICY
 from strl_jax.checkpoints.orbax_checkpoints import (
     CHECKPOINT_DIR,
     open_manager,
@@ -31,7 +32,9 @@ from strl_jax.networks.policy import make_policy_model
 from strl_jax.play import main as play_main
 from strl_jax.runners.learner_builder import make_learner
 from strl_jax.runners.runner import train
+from strl_jax.static_take import take_static
 from strl_jax.train import main as train_main
+from strl_jax.train_loops import update_rules
 
 K = ESTIMATOR_K
 
@@ -211,3 +214,64 @@ def test_estimator_tppo_trains_with_a_teacher_and_resumes_exactly(tmp_path):
     logged = {"distillation", "distill_latent_estimator", "estimator", "estimator_rmse_velocity"}
     assert logged | {"teacher_act_fraction"} <= set(full.rows[-1])
     assert 0.0 < full.rows[-1]["teacher_act_fraction"] < 1.0
+
+
+def test_estimator_distillation_clones_through_the_estimate_and_trains_it(tmp_path):
+    """EstimatorDistillation: rsl_rl's behaviour-cloning walk with the estimator's regression on
+    every step. With one window (one epoch of 16 steps, gradient_length 16) the update's logged
+    terms are those of its starting weights over the rollout: the cloning loss of the actor fed the
+    estimate under the stored draws and the normalisers' units (as PPO's evaluation,
+    `PolicyModel.sequence`, feeds it: half the steps see the estimate), and the estimator's loss; its step lowers the estimator's
+    error on that rollout (the cloning loss does not reach the estimator)."""
+    write_named_teacher(tmp_path / "teacher")
+    cfg = estimator_config(
+        "algorithm.class_name=EstimatorDistillation",
+        f"algorithm.teacher_policy.checkpoint={tmp_path / 'teacher'}",
+        "algorithm.num_learning_epochs=1",
+        "algorithm.gradient_length=16",
+        "policy.replace_state_prob=0.5",  # the stored draws decide which steps see the estimate
+    )
+    learner = make_learner(make_env_from_config(cfg.env), cfg)
+    ts, rs = jax.jit(learner.init)(jax.random.PRNGKey(0))
+    ts, rs, metrics = jax.jit(learner.iteration)(ts, rs)  # normalisers away from their start
+    scalars = metrics["scalars"]
+    assert {"distillation", "estimator", "estimator_rmse_velocity"} <= set(scalars)
+    assert all(np.isfinite(float(scalars[k])) for k in ("distillation", "estimator"))
+    # the actor's statistics apart from the critic's, so that an estimate fed unconverted would differ
+    actor = ts.normalizers["policy"]
+    actor = actor.replace(mean=actor.mean + 0.5, var=actor.var * 4.0)
+    ts = ts.replace(normalizers={**ts.normalizers, "policy": actor})
+    units = learner.model.units(ts.normalizers)
+    np.testing.assert_allclose(units.scale["estimator"], 0.5, rtol=0.02)
+    _, tr, _ = jax.jit(learner.rollout)(ts, rs, jax.random.PRNGKey(1))
+    out = jax.jit(lambda ts, tr: update_rules.cloning_update(learner, ts, tr))(ts, tr)
+
+    def terms(params):
+        statistics = learner.normalization.statistics(ts.normalizers)
+        nobs = learner.normalization.groups(ts.normalizers, tr.obs)
+        resets = jnp.concatenate([jnp.zeros_like(tr.dones[:1]), tr.dones[:-1]])
+        units = learner.model.units(statistics)
+        mean, _, _, est = learner.model.sequence(params, nobs, tr.initial_hidden, resets, tr.draws, units)
+        (stage,) = learner.model.stages
+        target = take_static(nobs["critic"], stage.target_idx)
+        labels = tr.parts["teacher"]["action_labels"]
+        return float(jnp.mean(jnp.square(mean - labels))), float(
+            jnp.mean(jnp.sum(jnp.square(est["estimator"] - target), -1))
+        )
+
+    cloning, estimator = terms(ts.params)
+    assert float(out.metrics["distillation"]) == pytest.approx(cloning, rel=1e-5)
+    assert float(out.metrics["estimator"]) == pytest.approx(estimator, rel=1e-5)
+    assert terms(out.trainable[POLICY])[1] < estimator
+
+
+def test_distillation_without_the_estimators_loss_is_refused_by_name():
+    """A policy with an estimator under rsl_rl's Distillation would never train it: the error names
+    EstimatorDistillation; latent targets are TPPO's, under either cloning update."""
+    with pytest.raises(ConfigError, match="'EstimatorDistillation'.*class_name is Distillation"):
+        estimator_config("algorithm.class_name=Distillation")
+    with pytest.raises(ConfigError, match="a TPPO option, not EstimatorDistillation's"):
+        estimator_config(
+            "algorithm.class_name=EstimatorDistillation",
+            "algorithm.distill_latent_obs_component_mapping={estimator: velocity}",
+        )

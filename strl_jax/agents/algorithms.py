@@ -58,6 +58,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
     "Distillation": AlgorithmSpec("behavior_cloning", ("teacher",)),
     "EstimatorPPO": AlgorithmSpec("ppo", ("estimator",)),
     "EstimatorTPPO": AlgorithmSpec("ppo", ("teacher", "estimator")),
+    "EstimatorDistillation": AlgorithmSpec("behavior_cloning", ("teacher", "estimator")),
 }
 
 
@@ -188,6 +189,11 @@ def check_algorithm_config(cfg: Any) -> None:
     those of the options every update has."""
     spec = algorithm_spec(cfg.algorithm.class_name)
     check_own_sections(cfg)
+    if spec.update == "behavior_cloning" and cfg.algorithm.distill_latent_obs_component_mapping:
+        raise ConfigError(
+            "algorithm.distill_latent_obs_component_mapping is a TPPO option, not "
+            f"{cfg.algorithm.class_name}'s"
+        )
     for part in active_parts(cfg):
         if PARTS[part].option is not None:
             check_option_part(cfg, spec, part)

@@ -6,7 +6,9 @@ with. The per-step losses are summed, and every `gradient_length` steps (counted
 boundaries) the sum is backpropagated, clipped to `max_grad_norm` and applied; the hidden state
 is then detached. Steps after the last full window are evaluated but never backpropagated.
 Here the same walk is a `lax.scan` over windows of a fixed step order, each window a
-differentiable `lax.scan` over its steps.
+differentiable `lax.scan` over its steps. Every step's loss may carry terms of the run's other
+parts besides the cloning loss (EstimatorDistillation: the estimator's regression on the same
+step), summed with their coefficients before the window's gradient.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from strl_jax.collectives import pmean
 
 LOSS_TYPES = ("mse", "huber")
 
-# (params, observation groups of one step, hidden) -> (actions [N, A], hidden')
-ActFn = Callable[[Any, dict, Any], tuple[jax.Array, Any]]
+# (params, one step's observation groups, its stored draws, hidden) -> (actions [N, A], hidden',
+# (other terms' losses, their coefficients, their metrics)): the student at one step
+ActFn = Callable[[Any, dict, dict, Any], tuple[jax.Array, Any, tuple[dict, dict, dict]]]
 ResetFn = Callable[[Any, jax.Array], Any]
 
 
@@ -61,21 +64,24 @@ class DistillationBatch:
     labels: jax.Array  # [T, N, A] teacher actions
     dones: jax.Array  # [T, N]
     hidden0: Any  # student's hidden state at the start of the rollout ({} feed-forward)
+    draws: dict = struct.field(default_factory=dict)  # the policy's replacement masks while acting
 
 
 def _walk(act: ActFn, reset: ResetFn, loss_type: str, params, batch: DistillationBatch, hidden, steps):
-    """Run the student over `steps` (rollout indices) from `hidden`: `(loss sum, (hidden', losses))`."""
+    """Run the student over `steps` (rollout indices) from `hidden`: `(weighted loss sum,
+    (hidden', per-step cloning losses, per-step metrics of the other terms))`."""
 
     def body(h, t):
         # Step 0 of every epoch restarts from the rollout's initial state (rsl_rl's `reset(hidden_state)`).
         h = jax.tree.map(lambda h0, x: jnp.where(t == 0, h0, x), batch.hidden0, h)
-        obs_t = jax.tree.map(lambda x: x[t], batch.obs)
-        actions, h = act(params, obs_t, h)
-        loss = behavior_loss(loss_type, actions, batch.labels[t])
-        return reset(h, batch.dones[t]), loss
+        obs_t, draws_t = jax.tree.map(lambda x: x[t], (batch.obs, batch.draws))
+        actions, h, (losses, coefs, metrics) = act(params, obs_t, draws_t, h)
+        cloning = behavior_loss(loss_type, actions, batch.labels[t])
+        total = cloning + sum(coefs.get(k, 1.0) * v for k, v in losses.items())
+        return reset(h, batch.dones[t]), (total, cloning, metrics)
 
-    hidden, losses = jax.lax.scan(body, hidden, steps)
-    return jnp.sum(losses), (hidden, losses)
+    hidden, (totals, cloning, metrics) = jax.lax.scan(body, hidden, steps)
+    return jnp.sum(totals), (hidden, cloning, metrics)
 
 
 def bptt_update(
@@ -91,31 +97,32 @@ def bptt_update(
     rest: np.ndarray,
     axis_name: str | None = None,
 ):
-    """All optimiser steps of one update: `(params, opt_state, per-step losses [epochs * T])`.
+    """All optimiser steps of one update: `(params, opt_state, per-step cloning losses
+    [epochs * T], per-step metrics of the other terms {name: [epochs * T]})`.
 
-    With `axis_name`, gradients and losses are averaged over the devices' environments.
+    With `axis_name`, gradients, losses and metrics are averaged over the devices' environments.
     """
 
     def window(carry, steps):
         params, opt_state, hidden = carry
         hidden = jax.lax.stop_gradient(hidden)  # truncation: no gradient into earlier windows
-        grads, (hidden, losses) = jax.grad(
+        grads, (hidden, losses, metrics) = jax.grad(
             lambda p: _walk(act, reset, loss_type, p, batch, hidden, steps), has_aux=True
         )(params)
-        grads, losses = pmean((grads, losses), axis_name)
+        grads, losses, metrics = pmean((grads, losses, metrics), axis_name)
         direction, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, jax.tree.map(lambda u: -learning_rate * u, direction))
-        return (params, opt_state, hidden), losses
+        return (params, opt_state, hidden), (losses, metrics)
 
     hidden = batch.hidden0
-    losses = jnp.zeros((0,), jnp.float32)
+    parts = []
     if len(windows):
-        (params, opt_state, hidden), losses = jax.lax.scan(
+        (params, opt_state, hidden), walked = jax.lax.scan(
             window, (params, opt_state, hidden), jnp.asarray(windows)
         )
-        losses = losses.reshape(-1)
+        parts.append(jax.tree.map(lambda x: x.reshape(-1), walked))
     if len(rest):
-        _, (_, rest_losses) = _walk(act, reset, loss_type, params, batch, hidden, jnp.asarray(rest))
-        rest_losses = pmean(rest_losses, axis_name)
-        losses = jnp.concatenate([losses, rest_losses])
-    return params, opt_state, losses
+        _, (_, *walked) = _walk(act, reset, loss_type, params, batch, hidden, jnp.asarray(rest))
+        parts.append(pmean(tuple(walked), axis_name))
+    losses, metrics = jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts)
+    return params, opt_state, losses, metrics

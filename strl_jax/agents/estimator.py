@@ -1,11 +1,13 @@
-"""EstimatorPPO / EstimatorTPPO (st_rl `EstimatorAlgoMixin`): the supervised loss of the policy's
-estimator stages, as a learner part.
+"""EstimatorPPO / EstimatorTPPO (st_rl `EstimatorAlgoMixin`), and EstimatorDistillation (the same
+mixin on rsl_rl's Distillation): the supervised loss of the policy's estimator stages, as a learner
+part.
 
 The estimator and adaptor are part of the policy network (`networks.estimators`); this part adds
 their losses: st_rl's `estimator_loss_func` (a torch.nn.functional name) between each stage's
 estimate and its target components of the normalised critic observation, summed over features and
 averaged over samples, weighted by `estimator_loss_coef` (`adaptor_loss_coef` for the adaptor, a
-term st_rl's algorithm page does not describe). It also logs, per predicted component, the RMSE of
+term st_rl's algorithm page does not describe). PPO's updates add it to each minibatch's loss,
+Distillation's to each step of its walk through time. It also logs, per predicted component, the RMSE of
 the estimates made while acting, in the env's units (`Estimator/<stage>_rmse_<component>`).
 """
 
@@ -94,7 +96,7 @@ class EstimatorSettings:
 
 
 def estimator_settings(cfg: Any) -> EstimatorSettings:
-    """EstimatorPPO / EstimatorTPPO need a policy with estimator stages, and a known loss."""
+    """The Estimator algorithms need a policy with estimator stages, and a known loss."""
     if not policy_class(cfg.policy.class_name).stages:
         having = [name for name, p in POLICY_CLASSES.items() if p.stages]
         raise ConfigError(
@@ -111,7 +113,7 @@ def estimator_settings(cfg: Any) -> EstimatorSettings:
 
 
 def build_estimator(b: PartBuild) -> EstimatorPart:
-    """The losses of the policy's estimator stages (EstimatorPPO / EstimatorTPPO)."""
+    """The losses of the policy's estimator stages (the Estimator algorithms)."""
     env, settings = b.env, b.settings
     stages = make_policy_model(env.action_size, b.cfg.policy, env.components, env.component_shapes).stages
     return EstimatorPart(

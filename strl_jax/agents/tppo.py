@@ -236,10 +236,6 @@ def teacher_settings(cfg: Any) -> TeacherSettings:
             raise ConfigError(f"unknown {key} {value!r}; valid choices: {valid}")
     mapping = alg.distill_latent_obs_component_mapping
     if mapping:
-        if cfg.algorithm.class_name == "Distillation":
-            raise ConfigError(
-                "algorithm.distill_latent_obs_component_mapping is a TPPO option, not Distillation's"
-            )
         bad = [k for k, v in mapping.items() if not isinstance(k, str) or not isinstance(v, str)]
         if bad:
             raise ConfigError(

@@ -156,7 +156,8 @@ class AlgorithmConfig:
     """Algorithm hyperparameters under st_rl / rsl_rl names (defaults: current rsl_rl PPO).
 
     `class_name` picks PPO, TPPO (st_rl: PPO guided by a teacher) or Distillation (rsl_rl:
-    behaviour cloning of a teacher); the TPPO and Distillation fields are ignored by PPO.
+    behaviour cloning of a teacher), each also with the policy's estimator trained (`Estimator...`;
+    `agents.algorithms.ALGORITHMS` lists them); the TPPO and Distillation fields are ignored by PPO.
     """
 
     class_name: str = "PPO"
@@ -240,8 +241,9 @@ class AlgorithmConfig:
     # recurrent policies: each trajectory of a minibatch starts from a uniform(-1, 1) hidden state
     # with this probability
     hidden_state_resample_prob: float = 0.0
-    # EstimatorPPO / EstimatorTPPO: the loss of the policy's estimator and adaptor (torch.nn.functional
-    # names: mse_loss | l1_loss | smooth_l1_loss | huber_loss), summed over features, mean over samples
+    # EstimatorPPO / EstimatorTPPO / EstimatorDistillation: the loss of the policy's estimator and
+    # adaptor (torch.nn.functional names: mse_loss | l1_loss | smooth_l1_loss | huber_loss), summed
+    # over features, mean over samples
     estimator_loss_func: str = "mse_loss"
     estimator_loss_kwargs: dict = field(default_factory=dict)
     estimator_loss_coef: float = 1.0
