@@ -221,8 +221,9 @@ def test_estimator_distillation_clones_through_the_estimate_and_trains_it(tmp_pa
     every step. With one window (one epoch of 16 steps, gradient_length 16) the update's logged
     terms are those of its starting weights over the rollout: the cloning loss of the actor fed the
     estimate under the stored draws and the normalisers' units (as PPO's evaluation,
-    `PolicyModel.sequence`, feeds it: half the steps see the estimate), and the estimator's loss; its step lowers the estimator's
-    error on that rollout (the cloning loss does not reach the estimator)."""
+    `PolicyModel.sequence`, feeds it: half the steps see the estimate), and the estimator's loss;
+    its step lowers the estimator's error on that rollout (the cloning loss does not reach the
+    estimator)."""
     write_named_teacher(tmp_path / "teacher")
     cfg = estimator_config(
         "algorithm.class_name=EstimatorDistillation",
