@@ -23,6 +23,7 @@ import numpy as np
 import optax
 from flax import struct
 
+from strl_jax.agents.ppo import weighted_total
 from strl_jax.collectives import pmean
 
 LOSS_TYPES = ("mse", "huber")
@@ -77,7 +78,7 @@ def _walk(act: ActFn, reset: ResetFn, loss_type: str, params, batch: Distillatio
         obs_t, draws_t = jax.tree.map(lambda x: x[t], (batch.obs, batch.draws))
         actions, h, (losses, coefs, metrics) = act(params, obs_t, draws_t, h)
         cloning = behavior_loss(loss_type, actions, batch.labels[t])
-        total = cloning + sum(coefs.get(k, 1.0) * v for k, v in losses.items())
+        total = cloning + weighted_total(losses, coefs)
         return reset(h, batch.dones[t]), (total, cloning, metrics)
 
     hidden, (totals, cloning, metrics) = jax.lax.scan(body, hidden, steps)
