@@ -15,6 +15,12 @@ summary and PNG), run one after another, each training alone:
                  estimator's loss), each from the newest checkpoint of the same seed's teacher, for
                  `--student-minutes`. Every student estimates the base velocity (StateAc,
                  StateAcRecurrent) from the 45 values a Go1 measures.
+`--start-from RUN --start-minutes M` starts the teacher and the blind policy from a flat-terrain
+run's params and normalisers (e.g. examples/go1_walk, 60 minutes of this CPU), as MuJoCo
+Playground fine-tunes its flat-terrain Go1 on rough terrain; the teacher's scan latent enters its
+actor and critic through rows that start at zero (`copy_overlap` with `new_inputs: zero`), so it
+begins as the flat policy. The M minutes count on the pipeline's clock: the teacher's and the
+blind policy's curves and times to the target start there.
 Then the summary (`summary` alone rewrites it): per stage and seed, the time to the teacher's
 target (velrmsd <= `--target`, falls <= `--max-falls`), the last checkpoint's velrmsd and falls,
 the student's ratios to its teacher's last checkpoint (the goal: velrmsd <= 1.15x, falls <=
@@ -54,6 +60,11 @@ STAGES = ("teacher", "blind", *(f"student_{k}" for k in STUDENTS))
 TARGET = 0.40  # the teacher's goal on rough terrain: velrmsd <= 0.40 with <= 5% falls
 STUDENT_VELRMSD, STUDENT_FALLS = 1.15, 1.5  # a student's goal, as multiples of its teacher's
 ESTIMATOR_METRIC = "estimator_rmse_base_lin_vel"
+START_FILE = "start.json"  # --start-from's run and minutes, for the summary
+WARM_START_SETS = [
+    "runner.ckpt_manipulator=strl_jax.checkpoints.manipulators:copy_overlap",
+    "runner.ckpt_manipulator_kwargs={new_inputs: zero}",
+]
 # --smoke: seconds-long stages at tiny sizes (sets applied to every stage)
 SMOKE_SETS = [
     "policy.actor_hidden_dims=[32]",
@@ -89,6 +100,9 @@ def stage_argv(stage: str, seed: int, args: argparse.Namespace) -> list[str]:
     sets = list(args.set)
     if stage.startswith("student_"):
         sets.append(f"algorithm.teacher_policy.checkpoint={teacher_run(args.out, seed)}")
+    elif args.start_from:
+        sets += WARM_START_SETS
+        argv += ["--load", str(args.start_from)]
     if args.smoke:
         sets = SMOKE_SETS + sets
         argv.append("--smoke")
@@ -105,6 +119,15 @@ def stage_argv(stage: str, seed: int, args: argparse.Namespace) -> list[str]:
 def run_stages(args: argparse.Namespace) -> int:
     import go1_walk
 
+    if {"teacher", "blind"} & set(args.stages):  # the stages --start-from starts
+        start = {"run": str(args.start_from), "minutes": args.start_minutes} if args.start_from else None
+        saved = start_of(args.out)
+        if saved != start and any(stage_runs(args.out, s) for s in ("teacher", "blind")):
+            raise SystemExit(
+                f"error: {args.out} holds runs that started from {saved or 'scratch'}; give the same "
+                "--start-from and --start-minutes, or another --out"
+            )
+        (args.out / START_FILE).write_text(json.dumps(start) + "\n")
     status = 0
     for stage in args.stages:
         for seed in args.seeds:
@@ -127,13 +150,21 @@ def stage_runs(out: Path, stage: str) -> list[dict]:
     return sorted(records, key=lambda r: r["seed"])
 
 
+def start_of(out: Path) -> dict | None:
+    """`{"run", "minutes"}` of the flat-terrain run the pipeline started from, None from scratch."""
+    path = out / START_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def offset_minutes(stage: str, out: Path, seed: int) -> float:
-    """Where a stage's clock starts on the pipeline's: a student's after its teacher's last checkpoint."""
+    """Where a stage's clock starts on the pipeline's: the teacher's and the blind policy's after
+    the flat run they started from, a student's after its teacher's last checkpoint."""
+    start = (start_of(out) or {}).get("minutes", 0.0)
     if not stage.startswith("student_"):
-        return 0.0
+        return start
     teacher = next((r for r in stage_runs(out, "teacher") if r["seed"] == seed), None)
     evals = (teacher or {}).get("evals") or (teacher or {}).get("checkpoints") or []
-    return evals[-1]["wall_s"] / 60 if evals else 0.0
+    return start + (evals[-1]["wall_s"] / 60 if evals else 0.0)
 
 
 def estimator_error(record: dict) -> float | None:
@@ -161,7 +192,7 @@ HEADERS = [
     "seed",
     "trained minutes",
     "M env steps",
-    "minutes to the target",
+    "pipeline minutes to the target",
     "last velrmsd",
     "last falls",
     "best velrmsd (falls)",
@@ -190,13 +221,14 @@ def summary_rows(out: Path, target: float, max_falls: float) -> list[list]:
                     falls_text = "0.00" if not last["falls"] else "-"
                 ratio = f"{last['velrmsd'] / t['velrmsd']:.2f} / {falls_text}"
             sps = record.get("train", {}).get("sps")
+            offset = offset_minutes(stage, out, record["seed"])
             rows.append(
                 [
                     stage,
                     record["seed"],
                     fmt(last.get("wall_s", 0) / 60, 1) if last else "-",
                     fmt(last.get("env_steps", 0) / 1e6, 2) if last else "-",
-                    fmt(reached["wall_s"] / 60, 1) if reached else "never",
+                    fmt(offset + reached["wall_s"] / 60, 1) if reached else "never",
                     fmt(last.get("velrmsd"), 2),
                     fmt(last.get("falls"), 2),
                     f"{best['velrmsd']:.3f} ({best['falls']:.3f})" if best else "-",
@@ -244,12 +276,19 @@ def plot(out: Path, target: float) -> Path | None:
 
 def write_summary(out: Path, target: float, max_falls: float) -> str:
     table = format_table(HEADERS, summary_rows(out, target, max_falls))
+    start = start_of(out)
+    started = (
+        f"teacher and blind policy from {start['run']}, whose {start['minutes']:g} minutes count"
+        if start
+        else "the teacher and blind policy from scratch"
+    )
     text = (
         f"Go1JoystickRoughTerrain: teacher {TEACHER}, blind {BLIND}, students "
         f"{', '.join(STUDENTS.values())}. Target: velrmsd <= {target:g} with falls <= {max_falls:g} "
         f"on the unmodified task; a student's goal: velrmsd <= {STUDENT_VELRMSD}x and falls <= "
         f"{STUDENT_FALLS}x its teacher's last checkpoint (a falls ratio of '-': the teacher did not fall, "
-        f"the student did). Minutes: a stage's own training clock.\n\n{table}\n"
+        f"the student did). Trained minutes: a stage's own training clock; pipeline minutes: from the "
+        f"start of the pipeline ({started}).\n\n{table}\n"
     )
     (out / "terrain.md").write_text(text)
     plot(out, target)
@@ -269,6 +308,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--eval-envs", type=int, default=None, help="default 32 (smoke: 4)")
     p.add_argument("--episode-length", type=int, default=None, help="default 1000 (smoke: 50)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every stage")
+    p.add_argument(
+        "--start-from",
+        type=Path,
+        default=None,
+        metavar="RUN",
+        help="teacher and blind policy start from this flat-terrain run (e.g. examples/go1_walk)",
+    )
+    p.add_argument(
+        "--start-minutes", type=float, default=None, help="the --start-from run's training minutes"
+    )
     p.add_argument("--resume", action="store_true", help="go1_walk's --resume in each stage")
     p.add_argument("--smoke", action="store_true", help="tiny end-to-end check of every stage")
     p.add_argument("--out", type=Path, default=Path("/tmp/go1_terrain"))
@@ -281,6 +330,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if getattr(args, key) is None:
             setattr(args, key, value)
     args.stages = [s for s in STAGES if s in args.stages]  # students after their teacher
+    if (args.start_from is None) != (args.start_minutes is None):
+        p.error("--start-from and --start-minutes go together (the run and the minutes it trained)")
+    if args.start_from is not None:
+        args.start_from = args.start_from.resolve()
     return args
 
 

@@ -21,6 +21,7 @@ from strl_jax.checkpoints.orbax_checkpoints import (
 from strl_jax.checkpoints.tree_layout import as_nested_dict
 from strl_jax.configs.loader import resolve_config
 from strl_jax.errors import CheckpointMismatchError
+from strl_jax.inference import get_inference_policy
 from strl_jax.records.code_state import repository_root, store_code_state
 from strl_jax.runners.runner import build_programs, run_keys, train
 from strl_jax.train import main as train_main
@@ -121,6 +122,38 @@ def test_manipulator_maps_a_first_layer_onto_a_wider_input(full_run, tmp_path, c
     missing = "runner.ckpt_manipulator=strl_jax.nowhere:fn"
     assert train_main([*load, missing, "--log_dir", str(tmp_path / "bad")]) == 2
     assert "cannot import module 'strl_jax.nowhere'" in capsys.readouterr().err
+
+
+def test_zero_new_inputs_keep_the_loaded_policy_acting_as_it_did(full_run):
+    """`new_inputs: zero`: the grown policy's actions ignore the appended component at first, so
+    they are the loaded policy's on the old inputs; freshly initialised rows change them."""
+    grown = resolve_config("inverted_pendulum", overrides=GROWN)
+    programs = build_programs(grown)
+    abstract, _ = jax.eval_shape(programs.init, run_keys(grown)[0])
+    fresh, _ = programs.init(run_keys(grown)[0])
+    current = {"params": as_nested_dict(fresh.params), "normalizers": as_nested_dict(fresh.normalizers)}
+    old_state = jax.device_get(full_run.train_state)
+    obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    grown_obs = np.concatenate([obs, 3.0 * obs[:, [1, 3]] + 1.0], axis=1)
+    expected = np.asarray(get_inference_policy(config(), old_state.params, old_state.normalizers)(obs))
+    mapped = {}
+
+    def actions(new_inputs: str) -> np.ndarray:
+        def manipulate(loaded: dict) -> dict:
+            mapped[new_inputs] = copy_overlap(loaded, current, new_inputs=new_inputs)
+            return mapped[new_inputs]
+
+        params, normalizers, _ = load_params_and_normalizers(
+            full_run.log_dir, abstract, manipulate=manipulate
+        )
+        return np.asarray(get_inference_policy(grown, params, normalizers)(grown_obs))
+
+    np.testing.assert_allclose(actions("zero"), expected, rtol=0, atol=1e-6)
+    assert np.abs(actions("fresh") - expected).max() > 1e-3
+    first = {k: mapped[k]["params"]["params"]["actor"]["hidden_0"]["kernel"] for k in mapped}
+    assert first["zero"].shape == (6, 64) and not first["zero"][4:].any() and first["fresh"][4:].all()
+    with pytest.raises(ValueError, match="new_inputs must be one of fresh, zero, not 'zeros'"):
+        copy_overlap(mapped["zero"], current, new_inputs="zeros")
 
 
 def test_manipulator_spec_is_checked_with_the_config(capsys):
