@@ -19,8 +19,11 @@ summary and PNG), run one after another, each training alone:
 run's params and normalisers (e.g. examples/go1_walk, 60 minutes of this CPU), as MuJoCo
 Playground fine-tunes its flat-terrain Go1 on rough terrain; the teacher's scan latent enters its
 actor and critic through rows that start at zero (`copy_overlap` with `new_inputs: zero`), so it
-begins as the flat policy. The M minutes count on the pipeline's clock: the teacher's and the
-blind policy's curves and times to the target start there.
+begins as the flat policy. They train on at the learning rate the flat run ended with (its
+metrics.jsonl's last row), held constant: restarting the recipe's schedule at its first rate with a
+fresh optimiser moved the loaded Go1 policy by a KL of 13-33 per iteration over its first ten. The
+M minutes count on the pipeline's clock: the teacher's and the blind policy's curves and times to
+the target start there.
 Then the summary (`summary` alone rewrites it): per stage and seed, the time to the teacher's
 target (velrmsd <= `--target`, falls <= `--max-falls`), the last checkpoint's velrmsd and falls,
 the student's ratios to its teacher's last checkpoint (the goal: velrmsd <= 1.15x, falls <=
@@ -64,6 +67,7 @@ START_FILE = "start.json"  # --start-from's run and minutes, for the summary
 WARM_START_SETS = [
     "runner.ckpt_manipulator=strl_jax.checkpoints.manipulators:copy_overlap",
     "runner.ckpt_manipulator_kwargs={new_inputs: zero}",
+    "algorithm.lr_scheduler_class_name=null",  # the rate below, held
 ]
 # --smoke: seconds-long stages at tiny sizes (sets applied to every stage)
 SMOKE_SETS = [
@@ -86,6 +90,20 @@ def teacher_run(out: Path, seed: int) -> Path:
     return out / "teacher" / f"seed{seed}" / "runs" / f"strl_jax-seed{seed}"
 
 
+def final_learning_rate(run: Path) -> float:
+    """The learning rate a run ended with: its metrics.jsonl's last logged one."""
+    path = run / "metrics.jsonl"
+    rates = (
+        [json.loads(line).get("learning_rate") for line in path.read_text().splitlines()]
+        if path.is_file()
+        else []
+    )
+    rates = [r for r in rates if r is not None]
+    if not rates:
+        raise SystemExit(f"error: --start-from {run}: no learning_rate in {path} to continue from")
+    return float(rates[-1])
+
+
 def stage_argv(stage: str, seed: int, args: argparse.Namespace) -> list[str]:
     """bench/go1_walk.py's arguments for one stage and seed."""
     minutes = args.teacher_minutes
@@ -101,7 +119,7 @@ def stage_argv(stage: str, seed: int, args: argparse.Namespace) -> list[str]:
     if stage.startswith("student_"):
         sets.append(f"algorithm.teacher_policy.checkpoint={teacher_run(args.out, seed)}")
     elif args.start_from:
-        sets += WARM_START_SETS
+        sets += WARM_START_SETS + [f"algorithm.learning_rate={final_learning_rate(args.start_from)!r}"]
         argv += ["--load", str(args.start_from)]
     if args.smoke:
         sets = SMOKE_SETS + sets

@@ -397,6 +397,9 @@ def test_go1_terrain_starts_teacher_and_blind_from_a_flat_run_whose_minutes_coun
     monkeypatch.setattr(go1_walk, "main", lambda argv: calls.append(argv) or 0)
 
     flat = tmp_path / "flat_run"
+    flat.mkdir()
+    rows = [{"iteration": 1, "learning_rate": 1e-3}, {"iteration": 2, "learning_rate": 2.5e-4}]
+    (flat / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "out"
     start = ["--out", str(out), "--start-from", str(flat), "--start-minutes", "60"]
     args = go1_terrain.parse_args(start)
@@ -404,6 +407,7 @@ def test_go1_terrain_starts_teacher_and_blind_from_a_flat_run_whose_minutes_coun
         argv = go1_terrain.stage_argv(stage, 1, args)
         assert argv[argv.index("--load") + 1] == str(flat)
         assert all(s in argv for s in go1_terrain.WARM_START_SETS)
+        assert "algorithm.learning_rate=0.00025" in argv  # the flat run's last, held
     student = go1_terrain.stage_argv("student_tppo", 1, args)
     assert "--load" not in student and not any(s in student for s in go1_terrain.WARM_START_SETS)
     with pytest.raises(SystemExit):
