@@ -68,6 +68,7 @@ WARM_START_SETS = [
     "runner.ckpt_manipulator=strl_jax.checkpoints.manipulators:copy_overlap",
     "runner.ckpt_manipulator_kwargs={new_inputs: zero}",
     "algorithm.lr_scheduler_class_name=null",  # the rate below, held
+    "algorithm.lr_scheduler={}",
 ]
 # --smoke: seconds-long stages at tiny sizes (sets applied to every stage)
 SMOKE_SETS = [
