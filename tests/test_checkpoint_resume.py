@@ -261,6 +261,10 @@ def test_warm_start_takes_params_and_normalizers_not_optimizer(full_run, tmp_pat
     adam_count = int(warm.train_state.opt_state[1].count)
     assert adam_count == 2 * 2  # epochs x minibatches of one iteration: a fresh optimiser
     assert [r["iteration"] for r in warm.rows] == [1]
+    # the same warm start named by the config (a preset's runner.load)
+    configured = tiny_config("runner.max_iterations=1", f"runner.load={full_run.log_dir}")
+    same = train(configured, tmp_path / "configured", verbose=False)
+    jax.tree.map(np.testing.assert_array_equal, same.train_state.params, warm.train_state.params)
 
 
 @pytest.mark.parametrize(
@@ -272,7 +276,8 @@ def test_warm_start_takes_params_and_normalizers_not_optimizer(full_run, tmp_pat
         (["--resume", "{full}", "--checkpoint", "5"], "no checkpoint 5 in"),
         (["--checkpoint", "4"], "use it with --resume"),
         (["--resume", "{full}", "--task", "ant"], "drop --task"),
-        (["--load", "{tmp}/nowhere"], "does not exist"),
+        (["--load", "{tmp}/nowhere"], "nothing to warm-start from at"),
+        (["runner.load={tmp}/nowhere"], "nothing to warm-start from at"),
         (["--log_dir", "{full}"], "already holds checkpoints"),
     ],
 )

@@ -317,6 +317,10 @@ class RunnerConfig:
     # st_rl's add_git_repo_to_log: further repositories (any path inside them) whose commit,
     # status and diff are written to <log_dir>/git/ at the start of every run, besides strl_jax's
     git_status_repos: tuple[str, ...] = field(default=(), metadata={"host_only": True})
+    # a fresh run's warm start, as `train --load` (which overrides it; `--resume` ignores it): params
+    # and normalisers from a run folder, a checkpoint folder or an rsl_rl/st_rl model_N.pt, e.g. a
+    # preset that fine-tunes a shipped policy; "" trains from scratch
+    load: str = field(default="", metadata={"host_only": True})
     # st_rl's ckpt_manipulator: `module:function` mapping the params/normalisers loaded by --load
     # onto this run's shapes (e.g. after an observation component was added): called as
     # fn(loaded, current, **ckpt_manipulator_kwargs) -> loaded', each a nested dict

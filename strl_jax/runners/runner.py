@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import os
 import signal
 import sys
 import threading
@@ -28,7 +29,7 @@ from strl_jax.checkpoints.orbax_checkpoints import CHECKPOINT_DIR, CheckpointErr
 from strl_jax.configs.schema import TrainConfig
 from strl_jax.envs.entry_points import entry_point_of, register_env, registered, task_dir_name
 from strl_jax.envs.tasks import with_episode_length
-from strl_jax.errors import DivergenceError, DivergenceWarning, NonFiniteError
+from strl_jax.errors import ConfigError, DivergenceError, DivergenceWarning, NonFiniteError
 from strl_jax.records.metric_rows import printing, steps_per_iteration
 from strl_jax.records.run_logger import population_summary
 from strl_jax.runners.devices import any_process, is_primary, local_copy
@@ -188,8 +189,8 @@ def train(
     """Train PPO as configured, writing config.yaml, metrics.jsonl, TensorBoard and checkpoints.
 
     `resume=True` continues the run in `log_dir` from its newest readable checkpoint (or
-    `checkpoint`); `load` warm-starts params and normalisers from another run's checkpoint, or
-    from an rsl_rl/st_rl `.pt` file (`checkpoints.torch_checkpoints`).
+    `checkpoint`); `load` (default `runner.load`) warm-starts params and normalisers from another
+    run's checkpoint, or from an rsl_rl/st_rl `.pt` file (`checkpoints.torch_checkpoints`).
     `runner.max_iterations` counts the whole run; `more_iterations` instead runs that many
     iterations from wherever the run starts (rsl_rl's `learn(num_learning_iterations)`).
 
@@ -210,6 +211,13 @@ def train(
     if env is not None:
         cfg = with_env(cfg, env)
     cfg = with_env_episode_length(cfg)
+    load = cfg.runner.load or None if load is None else load
+    if load is not None and not resume and not Path(load).expanduser().exists():
+        raise ConfigError(
+            f"nothing to warm-start from at {str(load)!r} (--load / runner.load; a relative path is read "
+            f"from {os.getcwd()!r}): give a run folder, a checkpoint folder or a model_N.pt, or "
+            "runner.load='' to train from scratch"
+        )
     if cfg.runner.compile_cache:
         enable_compilation_cache()
     log_dir = Path(log_dir or cfg.runner.log_dir or default_log_dir(cfg))
