@@ -231,8 +231,7 @@ def strl_worker(spec: dict) -> dict[str, Any]:
     spec: task (or preset), config_files (optional), overrides (dotted), log_dir, target (or null),
     time_limit_s (or null; checked at evaluations, or at every iteration when the run has no
     evaluation), stop_at_target, resume_checkpoint (optional: continue the run in log_dir from
-    this iteration's checkpoint, as `train --resume` does), load (optional: a fresh run starts
-    from this run's params and normalisers, as `train --load` does).
+    this iteration's checkpoint, as `train --resume` does).
 
     The rows, their arrival times and the early stop come from a subclass of the runner's logger,
     set for this call where the loop looks the class up: `runners.members.RunLogger`.
@@ -277,12 +276,7 @@ def strl_worker(spec: dict) -> dict[str, Any]:
         with mock.patch.object(members_module, "RunLogger", BenchLogger):
             at = spec.get("resume_checkpoint")
             runner_module.train(
-                cfg,
-                log_dir=Path(spec["log_dir"]),
-                verbose=False,
-                resume=at is not None,
-                checkpoint=at,
-                load=spec.get("load") if at is None else None,
+                cfg, log_dir=Path(spec["log_dir"]), verbose=False, resume=at is not None, checkpoint=at
             )
     except StopRun:
         pass

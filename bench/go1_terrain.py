@@ -9,21 +9,19 @@ summary and PNG), run one after another, each training alone:
   blind          configs/Go1JoystickRoughTerrain_cpu.yaml (proprioception only) for
                  `--teacher-minutes` + `--student-minutes`: its checkpoints up to the teacher's
                  minutes are the blind side at equal wall time, its last one the blind policy
-                 trained from scratch for the pipeline's whole time.
+                 trained for the pipeline's whole time from the same start.
   student_KIND   the student presets (`--stages`; tppo: EstimatorTPPO, dagger: TPPO without
                  PPO's terms, distillation: rsl_rl's Distillation of an LSTM student with the
                  estimator's loss), each from the newest checkpoint of the same seed's teacher, for
                  `--student-minutes`. Every student estimates the base velocity (StateAc,
                  StateAcRecurrent) from the 45 values a Go1 measures.
-`--start-from RUN --start-minutes M` starts the teacher and the blind policy from a flat-terrain
-run's params and normalisers (e.g. examples/go1_walk, 60 minutes of this CPU), as MuJoCo
+The teacher and blind presets start from the shipped flat-terrain Go1 (their `runner.load`,
+configs/recipes/finetune_go1_walk.yaml: examples/go1_walk, 60 minutes of this CPU), as MuJoCo
 Playground fine-tunes its flat-terrain Go1 on rough terrain; the teacher's scan latent enters its
-actor and critic through rows that start at zero (`copy_overlap` with `new_inputs: zero`), so it
-begins as the flat policy. They train on at the learning rate the flat run ended with (its
-metrics.jsonl's last row), held constant: restarting the recipe's schedule at its first rate with a
-fresh optimiser moved the loaded Go1 policy by a KL of 13-33 per iteration over its first ten. The
-M minutes count on the pipeline's clock: the teacher's and the blind policy's curves and times to
-the target start there.
+actor and critic through rows that start at zero, so it begins as the flat policy.
+`--start-minutes` (default 60) counts the loaded run's training on the pipeline's clock: the
+teacher's and the blind policy's curves and times to the target start there (`--set
+runner.load=` trains both from scratch, and the clock from 0).
 Then the summary (`summary` alone rewrites it): per stage and seed, the time to the teacher's
 target (velrmsd <= `--target`, falls <= `--max-falls`), the last checkpoint's velrmsd and falls,
 the student's ratios to its teacher's last checkpoint (the goal: velrmsd <= 1.15x, falls <=
@@ -31,7 +29,7 @@ the student's ratios to its teacher's last checkpoint (the goal: velrmsd <= 1.15
 own training data) and env steps/s; terrain.md and terrain.png (velrmsd and falls against the
 pipeline's wall time: a student's minutes count from the end of its teacher's).
 
-    python bench/go1_terrain.py --out /tmp/go1_terrain                      # 2 seeds, 2 h + 1 h
+    python bench/go1_terrain.py --out /tmp/go1_terrain                      # 2 seeds, 1 h + 1 h
     python bench/go1_terrain.py --out /tmp/go1_terrain --stages teacher --seeds 1
     python bench/go1_terrain.py --out /tmp/go1_terrain --resume             # after a stop
     python bench/go1_terrain.py summary --out /tmp/go1_terrain
@@ -50,7 +48,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import fmt, format_table
+from common import REPO_DIR, fmt, format_table
 
 TEACHER = "Go1JoystickRoughTerrain_teacher_cpu"
 BLIND = "Go1JoystickRoughTerrain_cpu"
@@ -63,19 +61,14 @@ STAGES = ("teacher", "blind", *(f"student_{k}" for k in STUDENTS))
 TARGET = 0.40  # the teacher's goal on rough terrain: velrmsd <= 0.40 with <= 5% falls
 STUDENT_VELRMSD, STUDENT_FALLS = 1.15, 1.5  # a student's goal, as multiples of its teacher's
 ESTIMATOR_METRIC = "estimator_rmse_base_lin_vel"
-START_FILE = "start.json"  # --start-from's run and minutes, for the summary
-WARM_START_SETS = [
-    "runner.ckpt_manipulator=strl_jax.checkpoints.manipulators:copy_overlap",
-    "runner.ckpt_manipulator_kwargs={new_inputs: zero}",
-    "algorithm.lr_scheduler_class_name=null",  # the rate below, held
-    "algorithm.lr_scheduler={}",
-]
-# --smoke: seconds-long stages at tiny sizes (sets applied to every stage)
+START_FILE = "start.json"  # the run the teacher and blind presets loaded, and its minutes
+# --smoke: seconds-long stages at tiny sizes (sets applied to every stage), from scratch
 SMOKE_SETS = [
     "policy.actor_hidden_dims=[32]",
     "policy.critic_hidden_dims=[32]",
     "runner.num_steps_per_env=8",
     "algorithm.num_mini_batches=2",
+    "runner.load=",
 ]
 
 
@@ -91,18 +84,22 @@ def teacher_run(out: Path, seed: int) -> Path:
     return out / "teacher" / f"seed{seed}" / "runs" / f"strl_jax-seed{seed}"
 
 
-def final_learning_rate(run: Path) -> float:
-    """The learning rate a run ended with: its metrics.jsonl's last logged one."""
-    path = run / "metrics.jsonl"
-    rates = (
-        [json.loads(line).get("learning_rate") for line in path.read_text().splitlines()]
-        if path.is_file()
-        else []
-    )
-    rates = [r for r in rates if r is not None]
-    if not rates:
-        raise SystemExit(f"error: --start-from {run}: no learning_rate in {path} to continue from")
-    return float(rates[-1])
+def preset_start(args: argparse.Namespace) -> dict | None:
+    """`{"run", "minutes"}` the teacher and blind presets start from (their `runner.load` under
+    `--set`), None from scratch."""
+    from strl_jax.configs.loader import resolve_config
+
+    sets = (SMOKE_SETS if args.smoke else []) + list(args.set)
+    starts = {resolve_config(stage_preset(s), overrides=sets).runner.load for s in ("teacher", "blind")}
+    if len(starts) > 1:
+        raise SystemExit(f"error: the teacher and blind presets start from different runs: {sorted(starts)}")
+    (load,) = starts
+    if not load:
+        return None
+    found = next((p for p in (Path(load).expanduser(), REPO_DIR / load) if p.exists()), None)
+    if found is None:
+        raise SystemExit(f"error: runner.load {load!r} is neither in {Path.cwd()} nor in {REPO_DIR}")
+    return {"run": str(found.resolve()), "minutes": args.start_minutes}
 
 
 def stage_argv(stage: str, seed: int, args: argparse.Namespace) -> list[str]:
@@ -119,9 +116,9 @@ def stage_argv(stage: str, seed: int, args: argparse.Namespace) -> list[str]:
     sets = list(args.set)
     if stage.startswith("student_"):
         sets.append(f"algorithm.teacher_policy.checkpoint={teacher_run(args.out, seed)}")
-    elif args.start_from:
-        sets += WARM_START_SETS + [f"algorithm.learning_rate={final_learning_rate(args.start_from)!r}"]
-        argv += ["--load", str(args.start_from)]
+        sets.append("runner.load=")  # a student starts fresh, whatever --set loads for the others
+    elif start := preset_start(args):
+        sets.append(f"runner.load={start['run']}")  # found wherever the workers run
     if args.smoke:
         sets = SMOKE_SETS + sets
         argv.append("--smoke")
@@ -138,13 +135,13 @@ def stage_argv(stage: str, seed: int, args: argparse.Namespace) -> list[str]:
 def run_stages(args: argparse.Namespace) -> int:
     import go1_walk
 
-    if {"teacher", "blind"} & set(args.stages):  # the stages --start-from starts
-        start = {"run": str(args.start_from), "minutes": args.start_minutes} if args.start_from else None
+    if {"teacher", "blind"} & set(args.stages):  # the stages that load a start
+        start = preset_start(args)
         saved = start_of(args.out)
         if saved != start and any(stage_runs(args.out, s) for s in ("teacher", "blind")):
             raise SystemExit(
-                f"error: {args.out} holds runs that started from {saved or 'scratch'}; give the same "
-                "--start-from and --start-minutes, or another --out"
+                f"error: {args.out} holds runs that started from {saved or 'scratch'}, not "
+                f"{start or 'scratch'}; give the same runner.load and --start-minutes, or another --out"
             )
         (args.out / START_FILE).write_text(json.dumps(start) + "\n")
     status = 0
@@ -319,7 +316,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("command", nargs="?", choices=["run", "summary"], default="run")
     p.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    p.add_argument("--teacher-minutes", type=float, default=None, help="default 120 (smoke: 3)")
+    p.add_argument("--teacher-minutes", type=float, default=None, help="default 60 (smoke: 3)")
     p.add_argument("--student-minutes", type=float, default=None, help="default 60 (smoke: 2)")
     p.add_argument("--checkpoint-minutes", type=float, default=None, help="default 10 (smoke: 1)")
     p.add_argument("--target", type=float, default=TARGET)
@@ -328,20 +325,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--episode-length", type=int, default=None, help="default 1000 (smoke: 50)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every stage")
     p.add_argument(
-        "--start-from",
-        type=Path,
-        default=None,
-        metavar="RUN",
-        help="teacher and blind policy start from this flat-terrain run (e.g. examples/go1_walk)",
-    )
-    p.add_argument(
-        "--start-minutes", type=float, default=None, help="the --start-from run's training minutes"
+        "--start-minutes",
+        type=float,
+        default=60.0,
+        help="training minutes of the run the teacher and blind presets load (default 60: examples/go1_walk)",
     )
     p.add_argument("--resume", action="store_true", help="go1_walk's --resume in each stage")
     p.add_argument("--smoke", action="store_true", help="tiny end-to-end check of every stage")
     p.add_argument("--out", type=Path, default=Path("/tmp/go1_terrain"))
     args = p.parse_args(argv)
-    defaults = {"teacher_minutes": 120.0, "student_minutes": 60.0, "checkpoint_minutes": 10.0}
+    defaults = {"teacher_minutes": 60.0, "student_minutes": 60.0, "checkpoint_minutes": 10.0}
     defaults |= {"eval_envs": 32, "episode_length": 1000}
     smoke = {"teacher_minutes": 3.0, "student_minutes": 2.0, "checkpoint_minutes": 1.0}
     smoke |= {"eval_envs": 4, "episode_length": 50}
@@ -349,10 +342,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if getattr(args, key) is None:
             setattr(args, key, value)
     args.stages = [s for s in STAGES if s in args.stages]  # students after their teacher
-    if (args.start_from is None) != (args.start_minutes is None):
-        p.error("--start-from and --start-minutes go together (the run and the minutes it trained)")
-    if args.start_from is not None:
-        args.start_from = args.start_from.resolve()
     return args
 
 

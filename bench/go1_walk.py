@@ -491,7 +491,6 @@ def strl_plan(args: argparse.Namespace, seed: int) -> dict:
             "task": args.preset,
             **({"config_files": files} if files else {}),  # runs recorded before: no such key
             "overrides": overrides,
-            **({"load": str(Path(args.load).resolve())} if args.load else {}),  # runs before: no key
             "max_iterations": cfg.runner.max_iterations,
             "steps_per_iteration": steps,
             "limit_s": args.minutes * 60,
@@ -1002,13 +1001,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="a strl_jax config file over the preset (e.g. configs/recipes/legged_cpu.yaml)",
     )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="strl_jax override")
-    p.add_argument(
-        "--load",
-        default=None,
-        metavar="RUN",
-        help="strl_jax runs start from this run's (or checkpoint folder's) params and normalisers, "
-        "as `train --load` (with runner.ckpt_manipulator where the networks differ)",
-    )
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="strl_jax seeds (default 1 2 3)")
     p.add_argument("--minutes", type=float, default=None, help="wall minutes per strl_jax run (default 60)")
     p.add_argument(

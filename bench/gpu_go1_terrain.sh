@@ -5,6 +5,9 @@
 # envs x 20 steps in 32 minibatches (Playground's published Go1JoystickRoughTerrain size; the
 # recipe's other learner settings), wall time counting compilation, checkpoints every CKPT_MINUTES,
 # every checkpoint evaluated on the device afterwards (64 envs, one 1000-step episode each).
+# The teacher and blind policy fine-tune the GPU's flat-terrain Go1 (examples/go1_walk_gpu, 3.3
+# minutes of an H200 from a cold start, counted on the pipeline's clock) as the CPU run fine-tunes
+# the CPU's (recipes/finetune_go1_walk).
 # What comes back is terrain.md, terrain.png, each stage's runs.json and summary, not checkpoints.
 #
 #   bash bench/gpu_go1_terrain.sh [OUT_DIR]                    # default /tmp/go1_terrain_gpu
@@ -26,7 +29,8 @@ else
   TEACHER_MINUTES="${TEACHER_MINUTES:-2.5}" STUDENT_MINUTES="${STUDENT_MINUTES:-1.5}"
   ARGS=(--teacher-minutes "$TEACHER_MINUTES" --student-minutes "$STUDENT_MINUTES"
     --checkpoint-minutes "${CKPT_MINUTES:-0.5}" --eval-envs 64
-    --set env.num_envs=8192 --set runner.num_steps_per_env=20 --set algorithm.num_mini_batches=32)
+    --set env.num_envs=8192 --set runner.num_steps_per_env=20 --set algorithm.num_mini_batches=32
+    --set runner.load=examples/go1_walk_gpu --start-minutes 3.3)
   LIMIT_S=570
 fi
 # shellcheck disable=SC2086

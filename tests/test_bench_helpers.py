@@ -387,48 +387,43 @@ def test_go1_terrain_summary_compares_each_student_with_its_teacher(tmp_path):
     assert "student_tppo" in go1_terrain.write_summary(tmp_path, 0.40, 0.05)
 
 
-def test_go1_terrain_starts_teacher_and_blind_from_a_flat_run_whose_minutes_count(
-    tmp_path, capsys, monkeypatch
+def test_go1_terrain_starts_teacher_and_blind_where_their_presets_load_counting_its_minutes(
+    tmp_path, monkeypatch
 ):
     import go1_terrain
     import go1_walk
 
     calls = []
     monkeypatch.setattr(go1_walk, "main", lambda argv: calls.append(argv) or 0)
-
-    flat = tmp_path / "flat_run"
-    flat.mkdir()
-    rows = [{"iteration": 1, "learning_rate": 1e-3}, {"iteration": 2, "learning_rate": 2.5e-4}]
-    (flat / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    shipped = str((Path(go1_terrain.REPO_DIR) / "examples" / "go1_walk").resolve())
     out = tmp_path / "out"
-    start = ["--out", str(out), "--start-from", str(flat), "--start-minutes", "60"]
-    args = go1_terrain.parse_args(start)
+    args = go1_terrain.parse_args(["--out", str(out)])
+    assert go1_terrain.preset_start(args) == {"run": shipped, "minutes": 60.0}
     for stage in ("teacher", "blind"):
-        argv = go1_terrain.stage_argv(stage, 1, args)
-        assert argv[argv.index("--load") + 1] == str(flat)
-        assert all(s in argv for s in go1_terrain.WARM_START_SETS)
-        assert "algorithm.learning_rate=0.00025" in argv  # the flat run's last, held
-    student = go1_terrain.stage_argv("student_tppo", 1, args)
-    assert "--load" not in student and not any(s in student for s in go1_terrain.WARM_START_SETS)
-    with pytest.raises(SystemExit):
-        go1_terrain.parse_args(["--out", str(out), "--start-from", str(flat)])
-    assert "--start-from and --start-minutes go together" in capsys.readouterr().err
+        assert f"runner.load={shipped}" in go1_terrain.stage_argv(stage, 1, args)
+    loads = [a for a in go1_terrain.stage_argv("student_tppo", 1, args) if a.startswith("runner.load=")]
+    assert loads == ["runner.load="]
+    elsewhere = go1_terrain.parse_args(["--out", str(out), "--set", f"runner.load={shipped}"])
+    assert [a for a in go1_terrain.stage_argv("student_tppo", 1, elsewhere) if "runner.load" in a][-1] == (
+        "runner.load="
+    )
+    scratch = go1_terrain.parse_args(["--out", str(out), "--set", "runner.load="])
+    assert go1_terrain.preset_start(scratch) is None
+    assert go1_terrain.preset_start(go1_terrain.parse_args(["--smoke"])) is None  # small nets: from scratch
+    with pytest.raises(SystemExit, match="runner.load 'nowhere' is neither in"):
+        go1_terrain.preset_start(go1_terrain.parse_args(["--set", "runner.load=nowhere"]))
 
     out.mkdir()
-    assert (
-        go1_terrain.run_stages(go1_terrain.parse_args([*start, "--stages", "teacher", "--seeds", "1"])) == 0
-    )
-    assert [c[c.index("--load") + 1] for c in calls] == [str(flat.resolve())]
-    assert go1_terrain.start_of(out) == {"run": str(flat.resolve()), "minutes": 60.0}
+    one = ["--out", str(out), "--stages", "teacher", "--seeds", "1", "--start-minutes", "45"]
+    assert go1_terrain.run_stages(go1_terrain.parse_args(one)) == 0
+    assert len(calls) == 1 and go1_terrain.start_of(out) == {"run": shipped, "minutes": 45.0}
     folder = out / "teacher" / "seed1"
     folder.mkdir(parents=True)
     evals = [{"wall_s": 1800.0, "env_steps": 6e6, "velrmsd": 0.38, "falls": 0.0}]
     (folder / "runs.json").write_text(json.dumps({"runs": [{"seed": 1, "evals": evals, "train": {}}]}))
     (teacher,) = go1_terrain.summary_rows(out, 0.40, 0.05)
-    assert teacher[2] == "30.0" and teacher[4] == "90.0"  # 30 trained minutes, 90 on the pipeline's clock
-    assert go1_terrain.offset_minutes("student_dagger", out, 1) == 90.0
+    assert teacher[2] == "30.0" and teacher[4] == "75.0"  # 30 trained minutes, 75 on the pipeline's clock
+    assert go1_terrain.offset_minutes("student_dagger", out, 1) == 75.0
     with pytest.raises(SystemExit, match="holds runs that started from"):
-        go1_terrain.run_stages(
-            go1_terrain.parse_args(["--out", str(out), "--stages", "blind", "--seeds", "1"])
-        )
+        go1_terrain.run_stages(go1_terrain.parse_args([*one, "--set", "runner.load="]))
     assert len(calls) == 1

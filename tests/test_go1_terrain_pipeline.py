@@ -9,23 +9,28 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jax
 import numpy as np
 import onnx
 import pytest
 from learning_runs import train_main
 from policy_runs import random_policy_run
 
+from strl_jax.checkpoints.orbax_checkpoints import load_params_and_normalizers
 from strl_jax.configs.loader import config_to_dict, resolve_config
 from strl_jax.deploy import main as deploy_main
 from strl_jax.envs import make_env_from_config
 from strl_jax.envs.native_mujoco import native_task
-from strl_jax.inference import load_policy
+from strl_jax.inference import get_inference_policy, init_policy_state, load_policy
+from strl_jax.runners.run_start import checkpoint_manipulator
 from strl_jax.runners.teachers import load_teacher
 
 TASK = "Go1JoystickRoughTerrain"
 TEACHER = "Go1JoystickRoughTerrain_teacher_cpu"
 BLIND = "Go1JoystickRoughTerrain_cpu"
-QUADRUPED_RECIPE = Path(__file__).resolve().parents[1] / "configs" / "recipes" / "quadruped_cpu.yaml"
+REPO = Path(__file__).resolve().parents[1]
+QUADRUPED_RECIPE = REPO / "configs" / "recipes" / "quadruped_cpu.yaml"
+FINETUNE = REPO / "configs" / "recipes" / "finetune_go1_walk.yaml"
 STUDENTS = (
     "Go1JoystickRoughTerrain_student_tppo_cpu",
     "Go1JoystickRoughTerrain_student_dagger_cpu",
@@ -82,8 +87,32 @@ def student(teacher, tmp_path_factory):
 def test_the_blind_and_teacher_presets_are_their_published_presets_under_the_quadruped_recipe(
     preset, published
 ):
-    by_hand = resolve_config(published, [str(QUADRUPED_RECIPE)])
+    by_hand = resolve_config(published, [str(QUADRUPED_RECIPE), str(FINETUNE)])
     assert config_to_dict(resolve_config(preset)) == config_to_dict(by_hand)
+
+
+def test_the_teacher_preset_starts_acting_as_the_shipped_flat_policy():
+    """The preset's warm start (runner.load, its manipulator) on the real checkpoint: whatever the
+    scan reads, the teacher's first actions are examples/go1_walk's on the same 48 values."""
+    cfg = resolve_config(TEACHER)
+    env = make_env_from_config(cfg.env, num_envs=1)
+    fresh = init_policy_state(
+        jax.random.PRNGKey(0),
+        cfg,
+        env.observation_shapes(),
+        env.action_size,
+        env.components,
+        env.component_shapes,
+    )
+    params, normalizers, _ = load_params_and_normalizers(
+        REPO / cfg.runner.load, fresh, manipulate=checkpoint_manipulator(cfg, fresh)
+    )
+    flat = load_policy(REPO / "examples" / "go1_walk")
+    obs = np.random.default_rng(0).normal(size=(4, 48 + 17 * 11)).astype(np.float32)
+    expected = get_inference_policy(flat.cfg, flat.params, flat.normalizers)(obs[:, :48])
+    np.testing.assert_allclose(
+        get_inference_policy(cfg, params, normalizers)(obs), expected, rtol=0, atol=1e-5
+    )
 
 
 def test_the_teacher_reads_the_scan_and_the_student_only_what_a_go1_measures(teacher):
