@@ -128,7 +128,8 @@ def test_a_config_file_extends_a_recipe_under_its_own_settings(tmp_path):
     [
         (
             "recipes/legged_gpu",
-            "no preset or recipe named 'recipes/legged_gpu'; recipes: ['recipes/legged_cpu'",
+            "no preset or recipe named 'recipes/legged_gpu'; "
+            "recipes: ['recipes/finetune_go1_walk', 'recipes/legged_cpu'",
         ),
         ("{lr: 1}", "`extends` must be a preset or recipe name or a list of them"),
     ],
