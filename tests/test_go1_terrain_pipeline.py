@@ -9,19 +9,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import jax
 import numpy as np
 import onnx
 import pytest
 from learning_runs import train_main
-from policy_runs import random_policy_run
+from policy_runs import random_policy_run, random_policy_state
 
 from strl_jax.checkpoints.orbax_checkpoints import load_params_and_normalizers
 from strl_jax.configs.loader import config_to_dict, resolve_config
 from strl_jax.deploy import main as deploy_main
 from strl_jax.envs import make_env_from_config
 from strl_jax.envs.native_mujoco import native_task
-from strl_jax.inference import get_inference_policy, init_policy_state, load_policy
+from strl_jax.inference import get_inference_policy, load_policy
 from strl_jax.runners.run_start import checkpoint_manipulator
 from strl_jax.runners.teachers import load_teacher
 
@@ -96,14 +95,7 @@ def test_the_teacher_preset_starts_acting_as_the_shipped_flat_policy():
     scan reads, the teacher's first actions are examples/go1_walk's on the same 48 values."""
     cfg = resolve_config(TEACHER)
     env = make_env_from_config(cfg.env, num_envs=1)
-    fresh = init_policy_state(
-        jax.random.PRNGKey(0),
-        cfg,
-        env.observation_shapes(),
-        env.action_size,
-        env.components,
-        env.component_shapes,
-    )
+    fresh = random_policy_state(cfg, env)
     params, normalizers, _ = load_params_and_normalizers(
         REPO / cfg.runner.load, fresh, manipulate=checkpoint_manipulator(cfg, fresh)
     )
