@@ -90,6 +90,18 @@ def test_the_blind_and_teacher_presets_are_their_published_presets_under_the_qua
     assert config_to_dict(resolve_config(preset)) == config_to_dict(by_hand)
 
 
+@pytest.mark.parametrize("preset", STUDENTS)
+def test_every_student_starts_fresh_at_the_recipes_learning_rate(preset):
+    """Students start untrained (st_rl's pipeline), so they take the recipe's learning rate and
+    its decay, not the fine-tune's rate held for a loaded policy."""
+    cfg = resolve_config(preset, overrides=["algorithm.teacher_policy.checkpoint=x"])
+    recipe = resolve_config(TASK, [str(QUADRUPED_RECIPE)])
+    assert cfg.runner.load == ""
+    assert cfg.runner.ckpt_manipulator == ""
+    assert cfg.algorithm.learning_rate == recipe.algorithm.learning_rate == 1e-3
+    assert cfg.algorithm.lr_scheduler == recipe.algorithm.lr_scheduler
+
+
 def test_the_teacher_preset_starts_acting_as_the_shipped_flat_policy():
     """The preset's warm start (runner.load, its manipulator) on the real checkpoint: whatever the
     scan reads, the teacher's first actions are examples/go1_walk's on the same 48 values."""
