@@ -272,11 +272,12 @@ def peer_train_worker(spec: dict) -> dict:
 
 
 # ---- evaluation worker ---------------------------------------------------------------------
-def evaluation_env(env_cfg: Any, spec: dict, trained: dict) -> Any:
+def evaluation_env(env_cfg: Any, spec: dict, trained: dict, randomize: bool = True) -> Any:
     """The evaluation's `VecEnv`: `env_cfg`'s observation layout on the task with the `trained`
     reward's Playground overrides and `termination_reward` only ({}: Playground's defaults,
-    strl_jax's `impl: jax`, no termination reward), the task's randomiser, the evaluation's size
-    and episode length, no env-side action clipping, no resets."""
+    strl_jax's `impl: jax`, no termination reward), the task's randomiser (`randomize=False`, a
+    diagnostic, leaves it out), the evaluation's size and episode length, no env-side action
+    clipping, no resets."""
     playground = {k: v for k, v in trained.items() if k != TERMINATION_REWARD}
     from strl_jax.envs import make_env_from_config
 
@@ -288,7 +289,7 @@ def evaluation_env(env_cfg: Any, spec: dict, trained: dict) -> Any:
         action_repeat=1,
         clip_actions=None,
         playground=playground,
-        domain_randomization=True,
+        domain_randomization=randomize,
         termination_reward=float(trained.get(TERMINATION_REWARD, 0.0)),
     )
     return make_env_from_config(cfg).replace(auto_reset="none")

@@ -2,7 +2,7 @@
 command the robot held, how it moved before it fell and what the task's randomiser drew for it.
 
     python bench/walk_falls.py RUN_DIR [--checkpoints 426 571 673] [--envs 32] [--seed 0]
-        [--before 10] [--average K] [--out FILE.json]
+        [--before 10] [--average K] [--without pushes randomizer] [--out FILE.json]
 
 RUN_DIR is a strl_jax run folder (`runs/strl_jax-seed1` of a go1_walk output). Every checkpoint is
 evaluated as go1_walk evaluates it (the unmodified task with its randomiser, `--envs` envs, one
@@ -12,6 +12,12 @@ step, the command (vx, vy, yaw rate), the base's velocity `--before` steps earli
 drawn robot mass, centre-of-mass offset of the base and floor friction beside the range over all
 envs. Falls that recur in the same env across checkpoints and under the standing robot point at the
 randomiser's draw; falls spread over envs at small commands point at the gait.
+
+`--without pushes` / `--without randomizer` (either or both) evaluates the same policies and
+episodes on the task without its pushes (Playground's `push_config` or `pert_config` switched
+off; Go1's and Spot's joystick tasks do not push by default, Barkour's kicks have no switch) or
+without its domain randomiser: which part of the task the falls come from. The default is the
+unmodified task.
 
 `--average K` evaluates beside each checkpoint the mean of its parameters and those of the K - 1
 checkpoints saved before it (a checkpoint average, as stochastic weight averaging takes one;
@@ -29,6 +35,8 @@ import numpy as np
 from common import format_table, machine_info, write_json
 from go1_walk import evaluation_env
 
+WITHOUT = ("pushes", "randomizer")
+PUSH_SWITCHES = ("push_config", "pert_config")  # Playground's names for the switch
 BASE_BODY = 1  # Playground's robots: body 0 is the world, body 1 the floating base
 
 
@@ -64,6 +72,23 @@ def fall_rows(what: str, term, command, velocity, drawn: dict, before: int) -> l
     return rows
 
 
+def without_overrides(task: str, without: list[str]) -> dict:
+    """The Playground overrides that switch the task's pushes off when `without` names them (its
+    `push_config` or `pert_config`); an error when the task has no pushes switched on."""
+    if "pushes" not in without:
+        return {}
+    from strl_jax.envs.playground_components import playground_default_config
+
+    config = playground_default_config(task)
+    for key in PUSH_SWITCHES:
+        if key in config and config[key].get("enable", False):
+            return {key: {"enable": False}}
+    raise SystemExit(
+        f"error: --without pushes: task {task!r} has no push switch that is on "
+        f"({' or '.join(PUSH_SWITCHES)} with enable: true); evaluate it as it is"
+    )
+
+
 def tracking_error(term: np.ndarray, command: np.ndarray, velocity: np.ndarray) -> float:
     """velrmsd as the benchmark's evaluation takes it: over each episode's steps up to and with
     its first fall, the root mean square of ||(vx, vy, yaw rate) - command||."""
@@ -82,6 +107,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--episode-length", type=int, default=1000)
     p.add_argument("--before", type=int, default=10, help="steps before the fall to show the velocity of")
     p.add_argument("--average", type=int, default=1, help="also evaluate the mean of K checkpoints")
+    p.add_argument(
+        "--without",
+        nargs="*",
+        default=[],
+        choices=WITHOUT,
+        help="evaluate on the task without its pushes or its randomiser (a diagnostic)",
+    )
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
 
@@ -95,7 +127,12 @@ def main(argv: list[str]) -> int:
     checkpoints = args.checkpoints or [None]
     first = load_policy(args.run_dir, checkpoints[0])
     spec = {"task": first.cfg.env.task, "eval_envs": args.envs, "episode_length": args.episode_length}
-    env = evaluation_env(first.cfg.env, spec, {})
+    env = evaluation_env(
+        first.cfg.env,
+        spec,
+        without_overrides(first.cfg.env.task, args.without),
+        "randomizer" not in args.without,
+    )
     actor, n = first.actor, args.envs
 
     def episodes(act, hidden, key):
@@ -170,6 +207,7 @@ def main(argv: list[str]) -> int:
             {
                 "machine": machine_info(),
                 "run_dir": str(args.run_dir),
+                "without": args.without,
                 "policies": policies,
                 "falls": rows,
                 "drawn": ranges,

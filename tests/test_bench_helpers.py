@@ -322,6 +322,19 @@ def test_walk_falls_reports_each_fall_with_its_command_and_the_envs_draw():
     }
 
 
+def test_walk_falls_takes_a_tasks_pushes_away_only_where_it_pushes():
+    import walk_falls
+
+    humanoid = "BerkeleyHumanoidJoystickFlatTerrain"
+    assert walk_falls.without_overrides(humanoid, []) == {}
+    assert walk_falls.without_overrides(humanoid, ["randomizer"]) == {}
+    off = walk_falls.without_overrides(humanoid, ["pushes", "randomizer"])
+    assert off == {"push_config": {"enable": False}}
+    # Go1's joystick tasks have a pert_config, switched off by default: nothing to take away
+    with pytest.raises(SystemExit, match="Go1JoystickRoughTerrain.*no push switch that is on"):
+        walk_falls.without_overrides("Go1JoystickRoughTerrain", ["pushes"])
+
+
 def test_walk_falls_tracks_over_each_episode_until_its_fall():
     import walk_falls
 
