@@ -1,13 +1,15 @@
 """The tracking limits of a shipped walking policy: held commands in the JAX env and in C MuJoCo.
 
     python bench/walk_limits.py examples/go1_walk [--seeds 0 1] [--envs 8] [--steps 500]
-        [--native hand|generic] [--margin 1.25] [--out FILE.json]
+        [--native hand|generic] [--margin 1.25] [--commands forward sideways turning]
+        [--out FILE.json]
 
-Forward 1 m/s, sideways 0.5 m/s and turning 1 rad/s, each held for `--steps` steps from the same
-starts in both simulators (`strl_jax.command_tracking`), `--envs` episodes per seed (env key) and
-command. Prints, per command and simulator, the median and worst episode's RMS errors (linear m/s,
-yaw rate rad/s) and falls, then the limits `tests/test_walk_examples.py` holds: the worst episode
-over both simulators times `--margin`, rounded up to 0.01.
+Forward 1 m/s, sideways 0.5 m/s and turning 1 rad/s (or those `--commands` names), each held for
+`--steps` steps from the same starts in both simulators (`strl_jax.command_tracking`), `--envs`
+episodes per seed (env key) and command. Prints, per command and simulator, the median and worst
+episode's RMS errors (linear m/s, yaw rate rad/s) and falls, then the limits
+`tests/test_walk_examples.py` holds: the worst episode over both simulators times `--margin`,
+rounded up to 0.01.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from strl_jax.command_tracking import HELD_COMMANDS, held_command_episodes, wors
 from strl_jax.inference import load_policy
 from strl_jax.native_episodes import NATIVE_PATHS, exported_onnx, load_onnx_policy
 
+NAMED_COMMANDS = dict(zip(("forward", "sideways", "turning"), HELD_COMMANDS, strict=True))
+
 
 def round_up(value: float) -> float:
     return math.ceil(value * 100 - 1e-9) / 100
@@ -37,17 +41,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=500, help="steps per episode (default 500)")
     parser.add_argument("--native", choices=NATIVE_PATHS, default="generic")
     parser.add_argument("--margin", type=float, default=1.25)
+    parser.add_argument(
+        "--commands",
+        nargs="+",
+        choices=list(NAMED_COMMANDS),
+        default=list(NAMED_COMMANDS),
+        help="the held commands to measure (default: all three)",
+    )
     parser.add_argument("--out", type=Path, help="also write every episode's numbers as JSON")
     args = parser.parse_args(argv)
 
     loaded = load_policy(args.run)
     policy = load_onnx_policy(exported_onnx(args.run, loaded))
-    per_command = {c: {"JAX": [], "C MuJoCo": []} for c in HELD_COMMANDS}
+    commands = [NAMED_COMMANDS[name] for name in args.commands]
+    per_command = {c: {"JAX": [], "C MuJoCo": []} for c in commands}
     for seed in args.seeds:
-        compared = held_command_episodes(
-            loaded, policy, HELD_COMMANDS, args.envs, args.steps, seed, args.native
-        )
-        for command, c in zip(HELD_COMMANDS, compared, strict=True):
+        compared = held_command_episodes(loaded, policy, commands, args.envs, args.steps, seed, args.native)
+        for command, c in zip(commands, compared, strict=True):
             per_command[command]["JAX"] += c.jax
             per_command[command]["C MuJoCo"] += c.native
 
