@@ -42,7 +42,8 @@ STEPS, ENVS = 500, 2
 class Example:
     task: str
     native: str  # the native path its C MuJoCo episodes take
-    limits: dict[tuple[float, float, float], tuple[float, float]]  # command -> (linear, yaw) limit
+    # command -> (linear, yaw) limit; the commands held are these
+    limits: dict[tuple[float, float, float], tuple[float, float]]
 
 
 EXAMPLES = {
@@ -79,24 +80,28 @@ def shipped(request, tmp_path_factory):
     example = EXAMPLES[request.param]
     loaded = load_policy(run)
     policy = load_onnx_policy(exported_onnx(run, loaded))
-    episodes = held_command_episodes(loaded, policy, HELD_COMMANDS, ENVS, STEPS, 0, example.native)
+    episodes = held_command_episodes(loaded, policy, list(example.limits), ENVS, STEPS, 0, example.native)
     return example, loaded, episodes
 
 
 def test_the_shipped_policy_tracks_each_command_in_the_jax_env(shipped):
     example, loaded, episodes = shipped
     assert loaded.cfg.env.task == example.task
-    for command, compared in zip(HELD_COMMANDS, episodes, strict=True):
+    for command, compared in zip(example.limits, episodes, strict=True):
         check_tracking(compared.jax, example, command, "JAX")
 
 
 def test_the_shipped_policy_tracks_each_command_in_c_mujoco(shipped):
     example, _, episodes = shipped
-    for command, compared in zip(HELD_COMMANDS, episodes, strict=True):
+    for command, compared in zip(example.limits, episodes, strict=True):
         check_tracking(compared.native, example, command, "C MuJoCo")
 
 
 def test_every_example_that_walks_is_checked():
-    """A new `examples/<robot>_walk` folder needs its limits here."""
-    shipped = {p.name for p in EXAMPLES_DIR.glob("*_walk") if (p / "config.yaml").exists()}
+    """A new `examples/<robot>_walk` or `examples/<robot>_<terrain>_student` folder needs its
+    limits here."""
+    folders = [*EXAMPLES_DIR.glob("*_walk"), *EXAMPLES_DIR.glob("*_student")]
+    shipped = {p.name for p in folders if (p / "config.yaml").exists()}
     assert shipped == set(EXAMPLES)
+    for name, example in EXAMPLES.items():
+        assert set(example.limits) <= set(HELD_COMMANDS), name
