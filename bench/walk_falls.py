@@ -127,12 +127,8 @@ def main(argv: list[str]) -> int:
     checkpoints = args.checkpoints or [None]
     first = load_policy(args.run_dir, checkpoints[0])
     spec = {"task": first.cfg.env.task, "eval_envs": args.envs, "episode_length": args.episode_length}
-    env = evaluation_env(
-        first.cfg.env,
-        spec,
-        without_overrides(first.cfg.env.task, args.without),
-        "randomizer" not in args.without,
-    )
+    playground = without_overrides(first.cfg.env.task, args.without)
+    env = evaluation_env(first.cfg.env, spec, playground, randomize="randomizer" not in args.without)
     actor, n = first.actor, args.envs
 
     def episodes(act, hidden, key):
