@@ -98,6 +98,15 @@ def tracking_error(term: np.ndarray, command: np.ndarray, velocity: np.ndarray) 
     return float(np.sqrt(np.sum(error * alive) / max(np.sum(alive), 1.0)))
 
 
+def episode_errors(term: np.ndarray, command: np.ndarray, velocity: np.ndarray) -> np.ndarray:
+    """Each episode's own velrmsd `[envs]`, over its steps up to and with its first fall: which
+    episodes make a policy's score (one episode far from its command outweighs many close ones)."""
+    fallen_before = np.cumsum(term, axis=0) - term > 0
+    alive = 1.0 - fallen_before.astype(np.float64)
+    error = np.sum(np.square(velocity - command), axis=-1)
+    return np.sqrt(np.sum(error * alive, axis=0) / np.maximum(np.sum(alive, axis=0), 1.0))
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", type=Path)
@@ -107,6 +116,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--episode-length", type=int, default=1000)
     p.add_argument("--before", type=int, default=10, help="steps before the fall to show the velocity of")
     p.add_argument("--average", type=int, default=1, help="also evaluate the mean of K checkpoints")
+    p.add_argument("--worst", type=int, default=5, help="how many of the worst episodes to name")
     p.add_argument(
         "--without",
         nargs="*",
@@ -171,8 +181,20 @@ def main(argv: list[str]) -> int:
         rows += fell
         velrmsd = tracking_error(term, command, velocity)
         summary.append([what, f"{velrmsd:.3f}", f"{len(fell)}/{n}", " ".join(str(r["env"]) for r in fell)])
-        policies.append({"policy": what, "velrmsd": round(velrmsd, 4), "falls": len(fell), "episodes": n})
+        each = episode_errors(term, command, velocity)
+        worst = [int(e) for e in np.argsort(-each)[: args.worst]]
+        policies.append(
+            {
+                "policy": what,
+                "velrmsd": round(velrmsd, 4),
+                "falls": len(fell),
+                "episodes": n,
+                "episode_velrmsd": [round(float(e), 4) for e in each],
+            }
+        )
         print(f"{what}: velrmsd {velrmsd:.3f}, {len(fell)} of {n} episodes fell", flush=True)
+        named = ", ".join(f"{e}: {each[e]:.2f}" for e in worst)
+        print(f"  worst episodes (env: velrmsd): {named}", flush=True)
     drawn_all = drawn_physics(physics, n)
     print(format_table(["policy", "velrmsd", "falls", "envs that fell"], summary))
     headers = ["policy", "env", "step", "command", f"velocity {args.before} steps before", *drawn_all]

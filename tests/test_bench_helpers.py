@@ -322,6 +322,23 @@ def test_walk_falls_reports_each_fall_with_its_command_and_the_envs_draw():
     }
 
 
+def test_walk_falls_scores_each_episode_up_to_its_fall():
+    """Each episode's velrmsd counts its steps up to and with its first fall, as the pooled score
+    does: the pooled mean square is the step-weighted mean of the episodes'."""
+    import walk_falls
+
+    term = np.zeros((4, 2), bool)
+    term[1, 1] = term[3, 1] = True  # env 1 falls at step 1 (steps 2-3 are not its own any more)
+    command = np.zeros((4, 2, 3))
+    velocity = np.zeros((4, 2, 3))
+    velocity[:, 0, 0] = [1.0, 1.0, 3.0, 3.0]  # env 0: squared errors 1, 1, 9, 9
+    velocity[:, 1, 1] = [2.0, 2.0, 100.0, 100.0]  # env 1: 4, 4, then fallen
+    each = walk_falls.episode_errors(term, command, velocity)
+    np.testing.assert_allclose(each, [np.sqrt(5.0), 2.0])
+    pooled = walk_falls.tracking_error(term, command, velocity)
+    np.testing.assert_allclose(pooled**2, (4 * 5.0 + 2 * 4.0) / 6)
+
+
 def test_walk_falls_takes_a_tasks_pushes_away_only_where_it_pushes():
     import walk_falls
 

@@ -328,6 +328,7 @@ MIRROR_CASES = {
         lambda: layout_env("SpotFlatTerrainJoystick", 12, {"history_len": 3}),
     ),
     "BarkourJoystick": (mirrors.barkour_joystick, lambda: layout_env("BarkourJoystick", 12)),
+    "Op3Joystick": (mirrors.op3_joystick, lambda: layout_env("Op3Joystick", 20, {"obs_history_size": 3})),
     "ant": (mirrors.ant, lambda: SymmetryEnv("ant", {}, {"policy": 27, "critic": 27}, 8)),
     "inverted_pendulum": (
         mirrors.inverted_pendulum,
@@ -416,6 +417,7 @@ MODEL_MIRRORS = {
     "BarkourJoystick": mirrors.BARKOUR_JOINTS,
     "T1JoystickFlatTerrain": mirrors.T1_JOINTS,
     "BerkeleyHumanoidJoystickFlatTerrain": mirrors.BERKELEY_JOINTS,
+    "Op3Joystick": mirrors.OP3_JOINTS,
 }
 
 
@@ -466,6 +468,32 @@ def test_spot_barkour_and_berkeley_humanoid_mirror_by_hand():
     berkeley = layout_env("BerkeleyHumanoidJoystickFlatTerrain", 12)
     legs = np.asarray(mirrors.berkeley_humanoid_joystick(None, x, berkeley)[1][1])
     np.testing.assert_array_equal(legs, [-7, -8, 9, 10, 11, -12, -1, -2, 3, 4, 5, -6])
+
+
+def test_op3_mirror_by_hand():
+    """Op3: the head pan negated and the tilt kept, the arms and legs swapped with every joint
+    negated; each of the stacked frames mirrored alike (gyro axial, up vector polar, command)."""
+    op3 = layout_env("Op3Joystick", 20, {"obs_history_size": 3})
+    x = jnp.arange(20.0)[None] + 1
+    joints = np.asarray(mirrors.op3_joystick(None, x, op3)[1][1])
+    arms = [-6, -7, -8, -3, -4, -5]
+    legs = [-15, -16, -17, -18, -19, -20, -9, -10, -11, -12, -13, -14]
+    np.testing.assert_array_equal(joints, [-1, 2, *arms, *legs])
+    layout = op3.components["policy"]
+    assert sum(n for _, n in layout) == 3 * 49
+    obs = {"policy": jnp.arange(3 * 49, dtype=jnp.float32)[None] + 1}
+    m = np.asarray(mirrors.op3_joystick(obs, None, op3)[0]["policy"][1])
+    p = np.asarray(obs["policy"][0])
+    for suffix in ("", "_prev1", "_prev2"):
+        gyro, up, command = (p[span(layout, n + suffix)] for n in ("base_ang_vel", "upvector", "command"))
+        np.testing.assert_array_equal(m[span(layout, "base_ang_vel" + suffix)], gyro * [-1, 1, -1])
+        np.testing.assert_array_equal(m[span(layout, "upvector" + suffix)], up * [1, -1, 1])
+        np.testing.assert_array_equal(m[span(layout, "command" + suffix)], command * [1, -1, -1])
+        for name in ("dof_pos", "last_action"):
+            block, mirrored = p[span(layout, name + suffix)], m[span(layout, name + suffix)]
+            head, arms, legs = [-block[0], block[1]], [*block[5:8], *block[2:5]], [*block[14:], *block[8:14]]
+            want = np.array([*head, *(-np.array(arms)), *(-np.array(legs))])
+            np.testing.assert_array_equal(mirrored, want)
 
 
 # ----------------------------------------------------------------------------- config and training

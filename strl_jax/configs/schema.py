@@ -52,6 +52,12 @@ class EnvConfig:
     # MuJoCo Playground tasks: a depth image from ray casts off a camera on the robot, appended to
     # groups as the component `forward_depth`; {} is off (keys: strl_jax.envs.depth_camera).
     forward_depth: dict = field(default_factory=dict)
+    # MJX tasks with a floating base: its true linear and angular velocity, gravity direction and
+    # height (noise-free, in the commands' frame) appended to groups as components `true_base_lin_vel`,
+    # `true_base_ang_vel`, `true_projected_gravity`, `true_base_height`; a privileged critic for tasks
+    # without a privileged state (Op3, Spot, Barkour, H1). {} is off; keys `groups` (default
+    # [critic]) and `components` (default all four) (strl_jax.envs.true_state).
+    true_state: dict = field(default_factory=dict)
     # Named components of the observation: {key: [[name, size], ...]} per observation key (a
     # Playground-style dict's key, or `state` for an env whose observation is one array), the sizes
     # summing to the key's last dimension. A key given here replaces the env's own `obs_layout` (and

@@ -50,6 +50,7 @@ from strl_jax.envs.perception import (
 )
 from strl_jax.envs.playground_components import component_layout
 from strl_jax.envs.playground_groups import PlaygroundGroups, group_components, observation_groups
+from strl_jax.envs.true_state import TrueStateSetting, true_state_entries, true_state_setting, with_true_state
 from strl_jax.envs.vec_env import Observation, VecEnv
 from strl_jax.errors import ConfigError
 from strl_jax.user_functions import import_function
@@ -268,10 +269,18 @@ LayoutOf = Callable[[str], Any]  # observation key -> its layout, or None where 
 
 
 def with_perception(
-    task: str, env: Any, config: Any, groups: Any, scan: Any, depth: Any, layout_of: LayoutOf
+    task: str,
+    env: Any,
+    config: Any,
+    groups: Any,
+    scan: Any,
+    depth: Any,
+    layout_of: LayoutOf,
+    truth: TrueStateSetting | None = None,
 ) -> tuple:
     """`(the env to simulate, observe, components per group, component shapes)` with the height
-    scan (`scan`) and the forward depth image (`depth`) appended to their groups where set."""
+    scan (`scan`), the forward depth image (`depth`) and the base's true state (`truth`) appended
+    to their groups, in that order, where set."""
     observe: Callable[[Any], Observation] = groups
     components = group_components(groups, layout_of)
     shapes: dict[str, tuple[int, ...]] = {}
@@ -287,6 +296,10 @@ def with_perception(
         entry = (FORWARD_DEPTH, depth.spec.height * depth.spec.width)
         components = {g: (*c, entry) if g in depth.groups else c for g, c in components.items()}
         shapes[FORWARD_DEPTH] = depth.spec.shape
+    if truth is not None:
+        observe = with_true_state(task, env, groups, observe, truth)
+        entries = true_state_entries(truth)
+        components = {g: (*c, *entries) if g in truth.groups else c for g, c in components.items()}
     return simulated, observe, components, shapes
 
 
@@ -302,6 +315,7 @@ class PlaygroundSettings:
     domain_randomization: bool = True
     height_scan: Any = None  # a HeightScanSetting or None
     forward_depth: Any = None  # a ForwardDepthSetting or None
+    true_state: Any = None  # a TrueStateSetting or None
     obs_layout: dict | None = None  # env.obs_layout
     randomizer: str | None = None  # env.randomizer
 
@@ -328,7 +342,7 @@ def playground_vec_env(
     registry_layout = lambda key: component_layout(task, key, config)  # noqa: E731 - None off the registry
     layout_of = lambda key: named[key] if key in named else registry_layout(key)  # noqa: E731
     scan, depth = settings.height_scan, settings.forward_depth
-    perceived = with_perception(task, env, config, groups, scan, depth, layout_of)
+    perceived = with_perception(task, env, config, groups, scan, depth, layout_of, settings.true_state)
     simulated, observe, components, shapes = perceived
     physics = chosen_randomizer(task, env, settings)
     return VecEnv(
@@ -359,11 +373,13 @@ def make_playground_env(
     forward_depth: dict | None = None,
     obs_layout: dict | None = None,
     randomizer: str | None = None,
+    true_state: dict | None = None,
 ) -> VecEnv:
     """A batched Playground task by registry name, with clear errors for bad names or settings.
 
     `height_scan` (`env.height_scan`) appends the terrain scan to groups as component `height_scan`,
-    `forward_depth` (`env.forward_depth`) then the depth image as component `forward_depth`;
+    `forward_depth` (`env.forward_depth`) then the depth image as component `forward_depth`,
+    `true_state` (`env.true_state`) then the base's true state (`strl_jax.envs.true_state`);
     `obs_layout` (`env.obs_layout`) replaces the layouts of the keys it names, `randomizer`
     (`env.randomizer`, `package.module:function`) the task's randomiser.
     """
@@ -382,6 +398,7 @@ def make_playground_env(
         domain_randomization=domain_randomization,
         height_scan=height_scan_setting(height_scan),
         forward_depth=forward_depth_setting(forward_depth),
+        true_state=true_state_setting(true_state),
         obs_layout=obs_layout,
         randomizer=randomizer,
     )

@@ -90,8 +90,18 @@ def augment(obs, actions, obs_tables: Mapping[str, Table], action_table: Table):
     return out_obs, out_actions
 
 
+# `env.true_state`'s components (strl_jax.envs.true_state), in the commands' frame, whose x-z plane is
+# the robot's sagittal plane: every legged task's mirror takes them.
+TRUE_STATE_RULES: dict[str, Table] = {
+    "true_base_lin_vel": POLAR,
+    "true_base_ang_vel": AXIAL,
+    "true_projected_gravity": POLAR,
+    "true_base_height": same(1),
+}
+
+
 def layout_tables(env, tasks: tuple[str, ...], rules: Mapping[str, Table], obs) -> dict[str, Table]:
-    """Tables of the groups in `obs` from the env's component layouts."""
+    """Tables of the groups in `obs` from the env's component layouts (`rules` and the true state's)."""
     if not any(task_name(env.task).startswith(t) for t in tasks):
         raise ConfigError(
             f"this mirror function is for {list(tasks)} (an entry point's Name after the colon counts), "
@@ -101,7 +111,7 @@ def layout_tables(env, tasks: tuple[str, ...], rules: Mapping[str, Table], obs) 
     for group in obs or {}:
         if group not in env.components:
             raise ConfigError(f"group {group!r} of {env.task} has no component layout to mirror")
-        tables[group] = group_table(env.task, group, env.components[group], rules)
+        tables[group] = group_table(env.task, group, env.components[group], {**TRUE_STATE_RULES, **rules})
     return tables
 
 
@@ -244,6 +254,33 @@ def berkeley_humanoid_joystick(obs, actions, env):
     """Berkeley Humanoid joystick tasks: `policy` and `critic` groups and the 12 joint actions."""
     tables = layout_tables(env, ("BerkeleyHumanoidJoystick",), BERKELEY_RULES, obs)
     return augment(obs, actions, tables, BERKELEY_JOINTS)
+
+
+# --- Op3 (Playground Op3Joystick) --------------------------------------------------------------
+# Joints: head pan (about z), head tilt; left arm (shoulder pitch, roll, elbow), right arm; left leg
+# (hip yaw, roll, pitch, knee, ankle pitch, roll), right leg. Each side's joints are the mirror
+# images of the other side's with the opposite sign of rotation (at the standing keyframe a left
+# joint's angle is the negated right one's), so every partner reads the negated value; the head
+# tilt, its own partner about y, keeps its sign. The observation stacks `obs_history_size` frames
+# of (gyro, up vector, command, joint angles minus the default pose, last action), newest first;
+# there is no privileged state.
+OP3_JOINTS = joint_table(
+    [0, 1, 5, 6, 7, 2, 3, 4, *range(14, 20), *range(8, 14)],
+    [True, False, *[True] * 18],
+)
+OP3_RULES: dict[str, Table] = {
+    "base_ang_vel": AXIAL,
+    "upvector": POLAR,
+    "command": COMMAND,
+    "dof_pos": OP3_JOINTS,  # the default pose is symmetric
+    "last_action": OP3_JOINTS,
+}
+
+
+def op3_joystick(obs, actions, env):
+    """Op3 joystick task (Op3Joystick): its stacked-frame groups and the 20 joint actions."""
+    tables = layout_tables(env, ("Op3Joystick",), OP3_RULES, obs)
+    return augment(obs, actions, tables, OP3_JOINTS)
 
 
 # --- Brax ant -----------------------------------------------------------------------------------

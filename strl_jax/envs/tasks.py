@@ -41,6 +41,7 @@ from strl_jax.envs.playground_env import (
     playground_tasks,
     playground_vec_env,
 )
+from strl_jax.envs.true_state import TRUE_STATE, true_state_setting
 from strl_jax.envs.vec_env import VecEnv
 from strl_jax.errors import ConfigError
 
@@ -218,6 +219,7 @@ def playground_task_env(env_cfg, count: int) -> VecEnv:
             forward_depth=env_cfg.forward_depth,
             obs_layout=env_cfg.obs_layout,
             randomizer=env_cfg.randomizer,
+            true_state=env_cfg.true_state,
         )
     settings = PlaygroundSettings(
         num_envs=count,
@@ -228,6 +230,7 @@ def playground_task_env(env_cfg, count: int) -> VecEnv:
         domain_randomization=env_cfg.domain_randomization,
         height_scan=height_scan_setting(env_cfg.height_scan),
         forward_depth=forward_depth_setting(env_cfg.forward_depth),
+        true_state=true_state_setting(env_cfg.true_state),
         obs_layout=env_cfg.obs_layout,
         randomizer=env_cfg.randomizer,
     )
@@ -279,6 +282,12 @@ def check_brax_settings(env_cfg) -> None:
             f"env.forward_depth casts rays in a MuJoCo Playground task's MJX model, not in Brax task "
             f"{task!r}; valid: Playground tasks (Go1JoystickFlatTerrain, Go1JoystickRoughTerrain, "
             f"...; `{EXTRA}`) and MJX envs of one's own"
+        )
+    if env_cfg.true_state:
+        raise ConfigError(
+            f"env.{TRUE_STATE} reads the floating base of an MJX task's model, not of Brax task {task!r}; "
+            "valid: MuJoCo Playground legged tasks (Op3Joystick, SpotFlatTerrainJoystick, ...) and MJX "
+            "envs of one's own with a free joint first"
         )
     if env_cfg.push_curriculum:
         raise ConfigError(
