@@ -135,6 +135,13 @@ def test_components_and_groups_are_chosen():
     assert env.components["critic"][-1] == ("true_base_height", 1)
     assert shapes["policy"] == (sum(n for _, n in env.components["policy"]),)
     assert TrueStateSetting().components == tuple(TRUE_COMPONENTS)
+    picked = build(
+        "SpotFlatTerrainJoystick",
+        "env.true_state={groups: critic}",
+        "env.obs_components={critic: [true_base_lin_vel, command]}",
+    )
+    assert picked.components["critic"] == (("true_base_lin_vel", 3), ("command", 3))
+    assert picked.observation_shapes()["critic"] == (6,)
 
 
 @pytest.mark.parametrize(
