@@ -14,9 +14,9 @@ Go1JoystickRoughTerrain: a plane against a heightfield) as a control.
 
 A policy that walks in the JAX env and falls in C MuJoCo (`deploy`) meets different physics; this
 says where: if the engines disagree on the states the policy visits, training saw MJX's contacts
-and not C MuJoCo's. MuJoCo's docs on MJX's collision functions (a heightfield against a sphere
-makes at most 4 contacts from the prisms under it, only where they penetrate):
-https://mujoco.readthedocs.io/en/stable/mjx.html#feature-parity
+and not C MuJoCo's. MJX collides a sphere with a heightfield through the prisms under it and keeps
+at most 4 contacts, only where they penetrate (`hfield_sphere` in MJX's collision_convex.py:
+https://github.com/google-deepmind/mujoco/blob/main/mjx/mujoco/mjx/_src/collision_convex.py).
 """
 
 from __future__ import annotations
