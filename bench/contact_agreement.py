@@ -22,6 +22,7 @@ https://github.com/google-deepmind/mujoco/blob/main/mjx/mujoco/mjx/_src/collisio
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -104,6 +105,7 @@ def main(argv: list[str]) -> int:
     import jax.numpy as jnp
 
     from strl_jax.envs.native_physics import mjx_env_of
+    from strl_jax.envs.perception import height_scan_setting
     from strl_jax.inference import load_policy
     from strl_jax.networks.policy import reset_hidden_groups
     from strl_jax.train_loops.evaluation import act_in_env
@@ -111,7 +113,13 @@ def main(argv: list[str]) -> int:
     policy = load_policy(args.run_dir, args.checkpoint)
     task = args.task or policy.cfg.env.task
     spec = {"task": task, "eval_envs": args.envs, "episode_length": args.steps + 1}
-    env = evaluation_env(policy.cfg.env, spec, {}, randomize=False)
+    env_cfg = policy.cfg.env
+    if task != env_cfg.task and env_cfg.height_scan:
+        # another task's ground may be a plane: the scan goes, which only the policy must not read
+        if "policy" in height_scan_setting(env_cfg.height_scan).groups:
+            raise SystemExit(f"the policy reads the height scan; it cannot act on {task!r}'s ground")
+        env_cfg = dataclasses.replace(env_cfg, height_scan={})
+    env = evaluation_env(env_cfg, spec, {}, randomize=False)
     base = mjx_env_of(env.env)
     actor = policy.actor
 
