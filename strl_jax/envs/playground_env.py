@@ -50,7 +50,13 @@ from strl_jax.envs.perception import (
 )
 from strl_jax.envs.playground_components import component_layout
 from strl_jax.envs.playground_groups import PlaygroundGroups, group_components, observation_groups
-from strl_jax.envs.true_state import TrueStateSetting, true_state_entries, true_state_setting, with_true_state
+from strl_jax.envs.true_state import (
+    TrueStateSetting,
+    base_state,
+    true_state_entries,
+    true_state_setting,
+    with_true_state,
+)
 from strl_jax.envs.vec_env import Observation, VecEnv
 from strl_jax.errors import ConfigError
 from strl_jax.user_functions import import_function
@@ -230,15 +236,9 @@ class LocomotionProbe:
     frame: Any = None  # numpy [3, 3] or None
 
     def __call__(self, state: Any) -> dict[str, jax.Array]:
-        from mujoco.mjx._src import math as mjx_math  # noqa: PLC0415 - optional dependency
-
         data, model = state.data, self.env.mjx_model
-        world_vel = data.qvel[0:3]
-        local = mjx_math.rotate(world_vel, mjx_math.quat_inv(data.qpos[3:7]))
-        angular = data.qvel[3:6]  # a free joint's angular velocity is in the body's frame
-        if self.frame is not None:
-            rot = jnp.asarray(self.frame, local.dtype)
-            local, angular = rot.T @ local, rot.T @ angular
+        base = base_state(data, self.frame)
+        local, angular = base["true_base_lin_vel"], base["true_base_ang_vel"]
         velocity = jnp.stack([local[0], local[1], angular[2]])
         power = jnp.sum(jnp.abs(data.qfrc_actuator * data.qvel))
         return {

@@ -31,13 +31,12 @@ import numpy as np
 
 from strl_jax.config_sections import Rule, key, read_section
 from strl_jax.envs.native_mujoco import command_frame
-from strl_jax.envs.perception import GROUPS, check_setting_groups
+from strl_jax.envs.perception import FREE_JOINT, GROUPS, check_setting_groups
 from strl_jax.envs.playground_groups import PlaygroundGroups
 from strl_jax.envs.vec_env import Observation
 from strl_jax.errors import ConfigError
 
 TRUE_STATE = "true_state"  # the setting's name under env
-FREE_JOINT = 0  # mujoco.mjtJoint.mjJNT_FREE
 # the components, their sizes, in the order they are appended by default
 TRUE_COMPONENTS = {
     "true_base_lin_vel": 3,
@@ -83,6 +82,25 @@ def rotate_inverse(vector: jax.Array, quat: jax.Array) -> jax.Array:
     return vector + w * t + jnp.cross(u, t)
 
 
+def base_state(data: Any, frame: np.ndarray | None) -> dict[str, jax.Array]:
+    """Every true-state component of the floating base in `data` (one env or a batch), in the
+    frame `frame` (the commands' frame in the base's, [3, 3]; None: the base's own)."""
+    quat = data.qpos[..., 3:7]
+    linear = rotate_inverse(data.qvel[..., 0:3], quat)
+    angular = data.qvel[..., 3:6]  # a free joint's angular velocity is in the body's frame
+    down = jnp.broadcast_to(jnp.array([0.0, 0.0, -1.0], quat.dtype), linear.shape)
+    gravity = rotate_inverse(down, quat)
+    if frame is not None:
+        rot = jnp.asarray(frame, linear.dtype)  # v in the frame: rot.T @ v
+        linear, angular, gravity = linear @ rot, angular @ rot, gravity @ rot
+    return {
+        "true_base_lin_vel": linear,
+        "true_base_ang_vel": angular,
+        "true_projected_gravity": gravity,
+        "true_base_height": data.qpos[..., 2:3],
+    }
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class WithTrueState:
     """`observe` with the chosen true-state components appended to `groups`. One env or a batch."""
@@ -93,20 +111,7 @@ class WithTrueState:
     frame: np.ndarray | None  # the commands' frame in the base's, [3, 3]; None: the base's own
 
     def values(self, data: Any) -> dict[str, jax.Array]:
-        quat = data.qpos[..., 3:7]
-        linear = rotate_inverse(data.qvel[..., 0:3], quat)
-        angular = data.qvel[..., 3:6]  # a free joint's angular velocity is in the body's frame
-        down = jnp.broadcast_to(jnp.array([0.0, 0.0, -1.0], quat.dtype), linear.shape)
-        gravity = rotate_inverse(down, quat)
-        if self.frame is not None:
-            rot = jnp.asarray(self.frame, linear.dtype)  # v in the frame: rot.T @ v
-            linear, angular, gravity = linear @ rot, angular @ rot, gravity @ rot
-        return {
-            "true_base_lin_vel": linear,
-            "true_base_ang_vel": angular,
-            "true_projected_gravity": gravity,
-            "true_base_height": data.qpos[..., 2:3],
-        }
+        return base_state(data, self.frame)
 
     def __call__(self, state: Any) -> Observation:
         obs = dict(self.base(state))
