@@ -2,7 +2,7 @@
 state a policy visits, computed by both engines.
 
     python bench/contact_agreement.py RUN [--checkpoint N] [--task TASK] [--envs 4] [--steps 300]
-        [--out FILE.json]
+        [--hfield-contacts mjx|mujoco] [--out FILE.json]
 
 The policy acts in the JAX env (nominal physics, noise-free evaluation as `deploy` runs it) for
 `--steps` steps in `--envs` envs. Every visited state (joint positions, velocities, controls) is
@@ -10,7 +10,9 @@ then handed to `mujoco.mjx.forward` (MJX's JAX implementation, float32) and to `
 (C, float64), and the two results compared: the base's linear and angular acceleration and the
 joints', and per foot geom the contacts each engine makes and its deepest penetration. `--task`
 runs the same policy on another task with the same observation (Go1JoystickFlatTerrain beside
-Go1JoystickRoughTerrain: a plane against a heightfield) as a control.
+Go1JoystickRoughTerrain: a plane against a heightfield) as a control. `--hfield-contacts mujoco`
+has MJX collide spheres with the heightfield by C MuJoCo's rule (`env.hfield_contacts`,
+strl_jax.envs.hfield_contacts) in its forward pass.
 
 A policy that walks in the JAX env and falls in C MuJoCo (`deploy`) meets different physics; this
 says where: if the engines disagree on the states the policy visits, training saw MJX's contacts
@@ -67,13 +69,25 @@ def native_forward(model, qpos, qvel, ctrl, feet: dict[str, int]) -> tuple[np.nd
     return np.asarray(qacc), {k: (np.asarray(a), np.asarray(b)) for k, (a, b) in contacts.items()}
 
 
-def mjx_forward(mjx_model, template, qpos, qvel, ctrl, feet: dict[str, int]) -> tuple[np.ndarray, dict]:
-    """MJX's accelerations at the same states, and per foot its contacts that penetrate."""
+def mjx_forward(
+    mjx_model, qpos, qvel, ctrl, feet: dict[str, int], rule: str = "mjx", slots: int = 4
+) -> tuple[np.ndarray, dict]:
+    """MJX's accelerations at the same states, and per foot its contacts that penetrate, with the
+    heightfield contacts of `rule` (`env.hfield_contacts`; `slots` per pair under `mujoco`)."""
+    import contextlib
+
     import jax
     from mujoco import mjx
 
+    from strl_jax.envs.hfield_contacts import mujoco_hfield_contacts
+
+    rule_open = lambda: mujoco_hfield_contacts(slots) if rule == "mujoco" else contextlib.nullcontext()  # noqa: E731
+    with rule_open():
+        template = mjx.make_data(mjx_model)
+
     def one(q, v, c):
-        d = mjx.forward(mjx_model, template.replace(qpos=q, qvel=v, ctrl=c))
+        with rule_open():
+            d = mjx.forward(mjx_model, template.replace(qpos=q, qvel=v, ctrl=c))
         contact = d._impl.contact
         return d.qacc, contact.geom, contact.dist
 
@@ -98,12 +112,16 @@ def main(argv: list[str]) -> int:
     p.add_argument("--envs", type=int, default=4)
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--hfield-contacts", choices=("mjx", "mujoco"), default="mjx", help="MJX's contact rule")
+    p.add_argument(
+        "--slots", type=int, default=None, help="contacts per pair under mujoco (default: the rule's)"
+    )
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
 
     import jax
-    import jax.numpy as jnp
 
+    from strl_jax.envs.hfield_contacts import SLOTS
     from strl_jax.envs.native_physics import mjx_env_of
     from strl_jax.envs.perception import height_scan_setting
     from strl_jax.inference import load_policy
@@ -133,21 +151,24 @@ def main(argv: list[str]) -> int:
         act = lambda o, h, _k: actor.act(policy.params, policy.normalizers, o, h)  # noqa: E731
         carry = (state, obs, actor.initial_hidden(args.envs))
         _, out = act_in_env(env, act, reset_hidden_groups, carry, keep, length=args.steps)
-        return out, state.brax_state.data
+        return out
 
-    (qpos, qvel, ctrl, term), first = jax.device_get(jax.jit(rollout)(jax.random.PRNGKey(args.seed)))
+    qpos, qvel, ctrl, term = jax.device_get(jax.jit(rollout)(jax.random.PRNGKey(args.seed)))
     alive = (np.cumsum(term, axis=0) - term) == 0  # up to and with each env's first fall
     pick = np.flatnonzero(alive.reshape(-1))
     flat = lambda x: np.asarray(x).reshape(-1, x.shape[-1])[pick]  # noqa: E731
     qpos, qvel, ctrl = flat(qpos), flat(qvel), flat(ctrl)
-    template = jax.tree.map(lambda x: jnp.asarray(x[0]), first)
 
     feet = foot_geoms(base.mj_model)
     native_qacc, native_contacts = native_forward(base.mj_model, qpos, qvel, ctrl, feet)
-    mjx_qacc, mjx_contacts = mjx_forward(base.mjx_model, template, qpos, qvel, ctrl, feet)
+    slots = args.slots or SLOTS
+    mjx_qacc, mjx_contacts = mjx_forward(base.mjx_model, qpos, qvel, ctrl, feet, args.hfield_contacts, slots)
 
     parts = {"base linear": slice(0, 3), "base angular": slice(3, 6), "joints": slice(6, None)}
     rows, report = [], {"task": task, "run_dir": str(args.run_dir), "states": len(pick), "parts": {}}
+    report["hfield_contacts"] = args.hfield_contacts
+    if args.hfield_contacts == "mujoco":
+        report["slots"] = slots
     for what, cut in parts.items():
         gap = np.linalg.norm(mjx_qacc[:, cut] - native_qacc[:, cut], axis=-1)
         size = np.linalg.norm(native_qacc[:, cut], axis=-1)
@@ -164,17 +185,34 @@ def main(argv: list[str]) -> int:
         both = (n_native > 0).any() and (n_mjx > 0).any()
         depth = f"{-np.median(d_native[n_native > 0]) * 1e3:.2f} / {-np.median(d_mjx[n_mjx > 0]) * 1e3:.2f}"
         share = f"{np.mean(n_native > 0):.2f} / {np.mean(n_mjx > 0):.2f}"
-        feet_rows.append([name, share, f"{agree:.3f}", counts, depth if both else "-"])
+        most = f"{n_native.max()} / {n_mjx.max()}"
+        same = float(np.mean(n_native[touching] == n_mjx[touching])) if any(touching) else 1.0
+        feet_rows.append([name, share, f"{agree:.3f}", counts, most, f"{same:.3f}", depth if both else "-"])
         report["feet"][name] = {
             "in_contact_native": float(np.mean(n_native > 0)),
             "in_contact_mjx": float(np.mean(n_mjx > 0)),
             "agree": agree,
+            "most_contacts_native": int(n_native.max()),
+            "most_contacts_mjx": int(n_mjx.max()),
+            "same_count_when_touching": same,
         }
-    print(f"{task}: {len(pick)} states of {args.envs} envs x {args.steps} steps (before any fall)")
+    print(
+        f"{task}: {len(pick)} states of {args.envs} envs x {args.steps} steps (before any fall); "
+        f"MJX's heightfield contacts: {args.hfield_contacts}"
+        + (f", {slots} per pair" if args.hfield_contacts == "mujoco" else "")
+    )
     print(format_table(["quantity", "C MuJoCo norm p50/p90/p99", "MJX - C norm p50/p90/p99"], rows))
     print(
         format_table(
-            ["foot", "in contact C / MJX", "agree", "contacts touching C / MJX", "median depth mm C / MJX"],
+            [
+                "foot",
+                "in contact C / MJX",
+                "agree",
+                "contacts touching C / MJX",
+                "most C / MJX",
+                "same count",
+                "median depth mm C / MJX",
+            ],
             feet_rows,
         )
     )

@@ -9,6 +9,9 @@ least `--min-time` seconds after one warm-up call.
 
     python bench/env_throughput.py --tasks inverted_pendulum,hopper,ant \
         --num-envs 256,512,1024,2048,4096,8192,16384 --json /tmp/env_throughput.json
+
+`--hfield-contacts mjx,mujoco` measures a Playground rough-terrain task under each heightfield
+contact rule (`env.hfield_contacts`), one after the other in the same invocation.
 """
 
 from __future__ import annotations
@@ -48,7 +51,14 @@ def scan_length(num_envs: int, steps_per_call: int, fixed: int | None) -> int:
 
 
 def measure(
-    task: str, backend: str, num_envs: int, length: int, min_time: float, episode_length: int, seed: int
+    task: str,
+    backend: str,
+    num_envs: int,
+    length: int,
+    min_time: float,
+    episode_length: int,
+    seed: int,
+    contacts: str = "mjx",
 ) -> dict[str, Any]:
     """Compile time and steady-state env steps/s of one configuration."""
     import jax
@@ -57,7 +67,7 @@ def measure(
     from strl_jax.envs.playground_env import make_playground_env
 
     if backend == "playground":
-        env = make_playground_env(task, num_envs, episode_length)
+        env = make_playground_env(task, num_envs, episode_length, hfield_contacts=contacts)
     else:
         env = make_brax_env(task, backend, num_envs, episode_length)
     action_size = env.action_size
@@ -100,6 +110,7 @@ def measure(
     return {
         "task": task,
         "backend": backend,
+        "hfield_contacts": contacts,
         "num_envs": num_envs,
         "scan_length": length,
         "reset_s": reset_s,
@@ -133,6 +144,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--min-time", type=float, default=5.0, help="seconds of steady-state measurement")
     p.add_argument("--episode-length", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--hfield-contacts", default="mjx", help="comma-separated rules for Playground tasks (mjx, mujoco)"
+    )
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     return p.parse_args(argv)
 
@@ -152,31 +166,52 @@ def main(argv: list[str] | None = None) -> int:
     for task in tasks:
         backends = [preset_backend(task)] if args.backends == "preset" else args.backends.split(",")
         for backend in backends:
+            rules = args.hfield_contacts.split(",") if backend == "playground" else ["mjx"]
             for num_envs in num_envs_list:
-                length = scan_length(num_envs, args.steps_per_call, args.scan_length)
-                try:
-                    r = measure(
-                        task, backend, num_envs, length, args.min_time, args.episode_length, args.seed
-                    )
-                except Exception as err:  # noqa: BLE001 - one failing configuration must not end the sweep
-                    r = {"task": task, "backend": backend, "num_envs": num_envs, "error": repr(err)}
-                    print(f"{task}/{backend} num_envs={num_envs}: FAILED {err!r}", flush=True)
-                else:
-                    print(
-                        f"{task}/{backend} num_envs={num_envs}: {r['steps_per_s']:,.0f} steps/s "
-                        f"(compile {r['compile_s']:.1f} s, scan {length}, {r['calls']} calls "
-                        f"in {r['measure_s']:.1f} s)",
-                        flush=True,
-                    )
-                results.append(r)
-                jax.clear_caches()
-                gc.collect()
+                for rule in rules:
+                    length = scan_length(num_envs, args.steps_per_call, args.scan_length)
+                    label = f"{task}/{backend}" + (f" ({rule} contacts)" if len(rules) > 1 else "")
+                    try:
+                        r = measure(
+                            task,
+                            backend,
+                            num_envs,
+                            length,
+                            args.min_time,
+                            args.episode_length,
+                            args.seed,
+                            rule,
+                        )
+                    except Exception as err:  # noqa: BLE001 - one failing configuration must not end the sweep
+                        r = {"task": task, "backend": backend, "num_envs": num_envs, "error": repr(err)}
+                        r["hfield_contacts"] = rule
+                        print(f"{label} num_envs={num_envs}: FAILED {err!r}", flush=True)
+                    else:
+                        print(
+                            f"{label} num_envs={num_envs}: {r['steps_per_s']:,.0f} steps/s "
+                            f"(compile {r['compile_s']:.1f} s, scan {length}, {r['calls']} calls "
+                            f"in {r['measure_s']:.1f} s)",
+                            flush=True,
+                        )
+                    results.append(r)
+                    jax.clear_caches()
+                    gc.collect()
 
-    headers = ["task", "backend", "num_envs", "compile s", "first call s", "env steps/s", "us/env step"]
+    headers = [
+        "task",
+        "backend",
+        "contacts",
+        "num_envs",
+        "compile s",
+        "first call s",
+        "env steps/s",
+        "us/env step",
+    ]
     rows = [
         [
             r["task"],
             r["backend"],
+            r.get("hfield_contacts", "mjx"),
             r["num_envs"],
             r.get("compile_s"),
             r.get("first_call_s"),

@@ -68,6 +68,11 @@ class EnvConfig:
     # own randomiser. null: the registry task's, none for an entry point. Unused when
     # domain_randomization is false.
     randomizer: str | None = None
+    # MJX envs with a heightfield: how MJX collides spheres (Go1's feet) with it. "mjx": MJX's own
+    # rule, Playground's physics (at most 4 contacts per foot, only those within a millimetre of the
+    # deepest); "mujoco": C MuJoCo's (a contact for every prism of the field the foot penetrates), so
+    # that a policy meets the same ground in C MuJoCo (`deploy`) (strl_jax.envs.hfield_contacts).
+    hfield_contacts: str = "mjx"
     # Added to the reward of every step whose episode terminates (the robot fell; not a time-out),
     # after the env computed (and clipped) its own reward: legged_gym adds its `termination` reward
     # after `only_positive_rewards` clips the sum, whereas a Playground locomotion task clips its

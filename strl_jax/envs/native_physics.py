@@ -59,6 +59,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from strl_jax.envs.hfield_contacts import contact_rule_of
 from strl_jax.envs.vec_env import VecEnv, cast_like
 from strl_jax.errors import ConfigError
 
@@ -322,14 +323,16 @@ def to_mjx(sim: NativeSimulation, data: Any) -> Any:
     more contacts than MJX's layout holds converts with the deepest per pair (`fit_contacts`)."""
     from mujoco import mjx  # noqa: PLC0415 - heavy import, only where simulated
 
-    try:
-        return mjx.put_data(sim.model, data, impl=NATIVE_IMPL)
-    except ValueError:  # more contacts or constraints than MJX's fixed layout holds
-        pass
-    try:
-        return mjx.put_data(sim.model, fit_contacts(sim.model, data), impl=NATIVE_IMPL)
-    except ValueError as err:  # constraints other than contacts exceed the layout
-        raise ConfigError(f"task {sim.task!r}: C MuJoCo's state does not fit MJX's layout: {err}") from None
+    with contact_rule_of(sim.vec.env):  # the layout the env's own states have
+        try:
+            return mjx.put_data(sim.model, data, impl=NATIVE_IMPL)
+        except ValueError:  # more contacts or constraints than MJX's fixed layout holds
+            pass
+        try:
+            return mjx.put_data(sim.model, fit_contacts(sim.model, data), impl=NATIVE_IMPL)
+        except ValueError as err:  # constraints other than contacts exceed the layout
+            message = f"task {sim.task!r}: C MuJoCo's state does not fit MJX's layout: {err}"
+            raise ConfigError(message) from None
 
 
 def native_reset(sim: NativeSimulation, state: Any) -> tuple[Any, Any]:

@@ -33,6 +33,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from strl_jax.envs.hfield_contacts import check_hfield_contacts, with_hfield_contacts
 from strl_jax.envs.menagerie import EXTRA, use_offline_menagerie
 from strl_jax.envs.native_mujoco import command_frame
 from strl_jax.envs.obs_layout import named_layouts
@@ -318,6 +319,7 @@ class PlaygroundSettings:
     true_state: Any = None  # a TrueStateSetting or None
     obs_layout: dict | None = None  # env.obs_layout
     randomizer: str | None = None  # env.randomizer
+    hfield_contacts: str = "mjx"  # env.hfield_contacts
 
 
 def chosen_randomizer(task: str, env: Any, settings: PlaygroundSettings) -> RandomizedPhysics | None:
@@ -342,7 +344,9 @@ def playground_vec_env(
     registry_layout = lambda key: component_layout(task, key, config)  # noqa: E731 - None off the registry
     layout_of = lambda key: named[key] if key in named else registry_layout(key)  # noqa: E731
     scan, depth = settings.height_scan, settings.forward_depth
-    perceived = with_perception(task, env, config, groups, scan, depth, layout_of, settings.true_state)
+    # the randomiser swaps the task env's own model; the contact rule wraps what is simulated
+    contacts = with_hfield_contacts(task, env, settings.hfield_contacts)
+    perceived = with_perception(task, contacts, config, groups, scan, depth, layout_of, settings.true_state)
     simulated, observe, components, shapes = perceived
     physics = chosen_randomizer(task, env, settings)
     return VecEnv(
@@ -374,12 +378,14 @@ def make_playground_env(
     obs_layout: dict | None = None,
     randomizer: str | None = None,
     true_state: dict | None = None,
+    hfield_contacts: str = "mjx",
 ) -> VecEnv:
     """A batched Playground task by registry name, with clear errors for bad names or settings.
 
     `height_scan` (`env.height_scan`) appends the terrain scan to groups as component `height_scan`,
     `forward_depth` (`env.forward_depth`) then the depth image as component `forward_depth`,
     `true_state` (`env.true_state`) then the base's true state (`strl_jax.envs.true_state`);
+    `hfield_contacts` (`env.hfield_contacts`) picks MJX's or C MuJoCo's heightfield contacts;
     `obs_layout` (`env.obs_layout`) replaces the layouts of the keys it names, `randomizer`
     (`env.randomizer`, `package.module:function`) the task's randomiser.
     """
@@ -401,6 +407,7 @@ def make_playground_env(
         true_state=true_state_setting(true_state),
         obs_layout=obs_layout,
         randomizer=randomizer,
+        hfield_contacts=check_hfield_contacts(hfield_contacts),
     )
     use_offline_menagerie(task)
     config = playground_config(task, overrides or {})

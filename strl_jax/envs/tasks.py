@@ -24,6 +24,7 @@ from strl_jax.envs.entry_points import (
     load_target,
     user_env,
 )
+from strl_jax.envs.hfield_contacts import check_hfield_contacts
 from strl_jax.envs.menagerie import EXTRA
 from strl_jax.envs.obs_components import select_components
 from strl_jax.envs.perception import (
@@ -220,6 +221,7 @@ def playground_task_env(env_cfg, count: int) -> VecEnv:
             obs_layout=env_cfg.obs_layout,
             randomizer=env_cfg.randomizer,
             true_state=env_cfg.true_state,
+            hfield_contacts=env_cfg.hfield_contacts,
         )
     settings = PlaygroundSettings(
         num_envs=count,
@@ -233,6 +235,7 @@ def playground_task_env(env_cfg, count: int) -> VecEnv:
         true_state=true_state_setting(env_cfg.true_state),
         obs_layout=env_cfg.obs_layout,
         randomizer=env_cfg.randomizer,
+        hfield_contacts=check_hfield_contacts(env_cfg.hfield_contacts),
     )
     user = user_env(env_cfg)
     if settings.forward_depth is not None:
@@ -300,4 +303,10 @@ def check_brax_settings(env_cfg) -> None:
         raise ConfigError(
             f"env.randomizer={env_cfg.randomizer!r} draws fields of an MJX model (Playground's randomiser "
             f"signature), not of Brax task {task!r}; valid: Playground tasks and MJX envs of one's own"
+        )
+    if env_cfg.hfield_contacts != "mjx":
+        raise ConfigError(
+            f"env.hfield_contacts={env_cfg.hfield_contacts!r} changes how MJX collides feet with a "
+            f"heightfield, not Brax task {task!r}'s physics; valid: MuJoCo Playground rough-terrain tasks "
+            "(Go1JoystickRoughTerrain) and MJX envs of one's own with a heightfield"
         )
