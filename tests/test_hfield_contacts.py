@@ -65,11 +65,12 @@ def settled_states(model, starts: int = 6, seed: int = 0) -> np.ndarray:
     return np.asarray(rows)
 
 
-def native(model, rows: np.ndarray, feet: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """C MuJoCo's accelerations and penetrating contacts per foot at each state."""
+def native(model, rows: np.ndarray, feet: list[int]) -> tuple[np.ndarray, np.ndarray, int]:
+    """C MuJoCo's accelerations and penetrating contacts per foot at each state, and how many of
+    those contacts push more sideways than up (a foot against the side of a higher prism)."""
     data = mujoco.MjData(model)
     nq, nv = model.nq, model.nv
-    qacc, counts = [], []
+    qacc, counts, sideways = [], [], 0
     for row in rows:
         data.qpos[:], data.qvel[:], data.ctrl[:] = row[:nq], row[nq : nq + nv], row[nq + nv :]
         mujoco.mj_forward(model, data)
@@ -77,7 +78,8 @@ def native(model, rows: np.ndarray, feet: list[int]) -> tuple[np.ndarray, np.nda
         contact = data.contact[: data.ncon]
         geoms = np.stack([contact.geom1, contact.geom2], -1)
         counts.append([int(np.sum(np.any(geoms == g, -1) & (contact.dist < 0))) for g in feet])
-    return np.asarray(qacc), np.asarray(counts)
+        sideways += int(np.sum((contact.dist < 0) & (np.abs(contact.frame[:, 2]) < 0.5)))
+    return np.asarray(qacc), np.asarray(counts), sideways
 
 
 def mjx_forward(mjx_model, rows: np.ndarray, feet: list[int], rule: str) -> tuple[np.ndarray, np.ndarray]:
@@ -108,9 +110,9 @@ def compared(go1_rough):
     model = go1_rough.mj_model
     feet = [model.geom(name).id for name in FEET]
     rows = settled_states(model)
-    c_qacc, c_counts = native(model, rows, feet)
+    c_qacc, c_counts, sideways = native(model, rows, feet)
     results = {rule: mjx_forward(go1_rough.mjx_model, rows, feet, rule) for rule in ("mjx", "mujoco")}
-    return c_qacc, c_counts, results
+    return c_qacc, c_counts, sideways, results
 
 
 def relative_gaps(qacc: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -118,34 +120,35 @@ def relative_gaps(qacc: np.ndarray, reference: np.ndarray) -> np.ndarray:
 
 
 def test_the_states_press_feet_onto_several_prisms(compared):
-    """The comparison is only worth something where C MuJoCo holds a foot with several contacts."""
-    _, c_counts, _ = compared
+    """The comparison is only worth something where C MuJoCo holds a foot with several contacts,
+    some of them against a prism's side."""
+    _, c_counts, sideways, _ = compared
     touching = c_counts[c_counts > 0]
     assert touching.size >= 40 and np.mean(touching >= 2) >= 0.5, np.bincount(touching)
+    assert sideways >= 5, sideways
 
 
 def test_mujoco_rule_makes_c_mujocos_contacts_and_accelerations(compared):
-    c_qacc, c_counts, results = compared
+    c_qacc, c_counts, _, results = compared
     qacc, counts = results["mujoco"]
     assert c_counts.max() <= SLOTS
     np.testing.assert_array_equal(counts, c_counts)
-    gaps = relative_gaps(qacc, c_qacc)
-    # float32 against float64 and a solver stopped at other tolerances: the odd state differs more
-    # (on flat ground, where the engines share every contact, up to 3% at the 99th percentile)
-    assert np.median(gaps) < 1e-3 and np.percentile(gaps, 90) < 0.02, np.percentile(gaps, [50, 90, 100])
+    # where a foot touches the field (in the air a state's joint limits alone, under one solver
+    # iteration in float32 against float64, can differ by 20%)
+    touching = c_counts.sum(axis=-1) > 0
+    gaps = relative_gaps(qacc[touching], c_qacc[touching])
+    assert np.median(gaps) < 1e-3 and gaps.max() < 0.05, np.percentile(gaps, [50, 90, 100])
 
 
 def test_mjx_rule_differs_where_the_mujoco_rule_agrees(compared):
     """MJX's own rule keeps fewer contacts per foot than C MuJoCo and accelerates the robot
     differently: the agreement above is the rule's doing."""
-    c_qacc, c_counts, results = compared
+    c_qacc, c_counts, _, results = compared
     qacc, counts = results["mjx"]
     fewer = np.any(counts < c_counts, axis=-1)  # states where MJX's rule drops a contact
     assert np.mean(fewer) > 0.3, np.mean(fewer)
     mjx_gaps = relative_gaps(qacc[fewer], c_qacc[fewer])
     rule_gaps = relative_gaps(results["mujoco"][0][fewer], c_qacc[fewer])
-    print("relative gaps p50/p90/max, mjx:", np.percentile(mjx_gaps, [50, 90, 100]))
-    print("relative gaps p50/p90/max, mujoco:", np.percentile(rule_gaps, [50, 90, 100]))
     assert np.median(mjx_gaps) > 10 * np.median(rule_gaps)
 
 
