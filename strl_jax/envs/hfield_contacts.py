@@ -2,16 +2,18 @@
 
 A sphere pressed into a heightfield overlaps several of the field's triangular prisms. C MuJoCo
 (`mjc_ConvexHField` in engine_collision_convex.c) keeps one contact for every prism the geom
-penetrates, up to 50 per pair. MJX's `hfield_sphere` (mjx/_src/collision_convex.py) computes the
-same per-prism contacts but keeps at most 4 points, and only those within a millimetre of the
-deepest. On rough terrain a Go1 foot touches 2-3 prisms, so the two engines hold the same foot
-with different contacts and, from the same state, accelerate it differently: a policy trained in
-MJX meets other ground in C MuJoCo (`bench/contact_agreement.py` measures both).
+penetrates (up to 50 per pair), each with that prism's own normal: a foot against the side of a
+higher prism is pushed sideways. MJX's `hfield_sphere` (mjx/_src/collision_convex.py) computes the
+per-prism contacts too, but keeps at most 4, only those within a millimetre of the deepest, and
+turns sideways normals to the prism's top face. On Go1's rough terrain a touching foot has 2-3
+contacts in C MuJoCo and 1.4 in MJX, so from the same state the engines accelerate the robot
+differently, and a policy trained in MJX meets other ground in C MuJoCo
+(`bench/contact_agreement.py`, `bench/sim_to_sim.py --hfield-contacts`).
 
-`env.hfield_contacts: mujoco` trains on C MuJoCo's rule: every penetrating prism's contact, the
-deepest first, in `SLOTS` slots per pair (MJX gives the pair 4); where more prisms penetrate, the
-deepest are kept. Sphere geoms only (Go1's feet, the sphere-footed robots); MJX's own rule (`mjx`,
-the default) stays Playground's physics.
+`env.hfield_contacts: mujoco` trains on C MuJoCo's contacts: every penetrating prism's, with its
+own normal, the deepest first, in `SLOTS` slots per pair (C MuJoCo made at most 6 per Go1 foot on
+the task's field; where more prisms penetrate, the deepest are kept). Sphere geoms only (Go1's
+feet); MJX's own rule (`mjx`, the default) stays Playground's physics.
 
 The rule replaces MJX's collision function for (heightfield, sphere) while the wrapped env's
 `reset` and `step` are traced: jax traces each jitted program once, so the compiled programs keep
