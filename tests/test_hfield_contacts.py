@@ -67,7 +67,7 @@ def settled_states(model, starts: int = 6, seed: int = 0) -> np.ndarray:
 
 def native(model, rows: np.ndarray, feet: list[int]) -> tuple[np.ndarray, np.ndarray, int]:
     """C MuJoCo's accelerations and penetrating contacts per foot at each state, and how many of
-    those contacts push more sideways than up (a foot against the side of a higher prism)."""
+    those contacts push more sideways than up (out through a prism's vertical side)."""
     data = mujoco.MjData(model)
     nq, nv = model.nq, model.nv
     qacc, counts, sideways = [], [], 0

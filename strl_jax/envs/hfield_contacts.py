@@ -2,22 +2,22 @@
 
 A sphere pressed into a heightfield overlaps several of the field's triangular prisms. C MuJoCo
 (`mjc_ConvexHField` in engine_collision_convex.c) keeps one contact for every prism the geom
-penetrates (up to 50 per pair), each with that prism's own normal: a foot against the side of a
-higher prism is pushed sideways. MJX's `hfield_sphere` (mjx/_src/collision_convex.py) computes the
-per-prism contacts too, but keeps at most 4, only those within a millimetre of the deepest, and
-turns sideways normals to the prism's top face. On Go1's rough terrain a touching foot has 2-3
-contacts in C MuJoCo and 1.4 in MJX, so from the same state the engines accelerate the robot
-differently, and a policy trained in MJX meets other ground in C MuJoCo
-(`bench/contact_agreement.py`, `bench/sim_to_sim.py --hfield-contacts`).
+penetrates (up to 50 per pair), each with that prism's own normal: a foot that barely overlaps a
+neighbouring prism is pushed out through that prism's vertical side, sideways. MJX's `hfield_sphere`
+(mjx/_src/collision_convex.py) computes the per-prism contacts too, but keeps at most 4, only those
+within a millimetre of the deepest, and turns sideways normals to the prism's top face. On Go1's
+rough terrain a touching foot has 2-3 contacts in C MuJoCo and 1.4 in MJX, so from the same state
+the engines accelerate the robot differently, and a policy trained in MJX meets other ground in C
+MuJoCo (`bench/contact_agreement.py`, `bench/sim_to_sim.py --hfield-contacts`).
 
-`env.hfield_contacts: mujoco` trains on C MuJoCo's contacts: every penetrating prism's, with its
-own normal, the deepest first, in `SLOTS` slots per pair (C MuJoCo made at most 6 per Go1 foot on
-the task's field; where more prisms penetrate, the deepest are kept). Sphere geoms only (Go1's
-feet); MJX's own rule (`mjx`, the default) stays Playground's physics.
+`env.hfield_contacts: mujoco` trains on C MuJoCo's contacts: every penetrating prism's, with its own
+normal, the deepest first, in `SLOTS` slots per pair (C MuJoCo made at most 6 per Go1 foot on the
+task's field; where more prisms penetrate, the deepest are kept). Sphere geoms only (Go1's feet);
+MJX's own rule (`mjx`, the default) stays Playground's physics.
 
-The rule replaces MJX's collision function for (heightfield, sphere) while the wrapped env's
-`reset` and `step` are traced: jax traces each jitted program once, so the compiled programs keep
-it and nothing else in the process sees it.
+The rule replaces MJX's collision function for (heightfield, sphere) while the wrapped env's `reset`
+and `step` are traced: jax traces each jitted program once, so the compiled programs keep it and
+nothing else in the process sees it.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def prism_contacts(h: Any, sphere: Any, subgrid_size: tuple[int, int]) -> tuple[
     A cell's corners (c, r), (c+1, r), (c, r+1), (c+1, r+1) at heights `data[c, r] * size[2]`
     split along the diagonal from (c, r) to (c+1, r+1); each prism runs from its triangle down
     to the field's base (`-size[3]`), as in C MuJoCo. Each contact keeps its prism's own normal,
-    as C MuJoCo's does: a foot against the side of a higher prism is pushed sideways (MJX's
+    as C MuJoCo's does: sideways where the sphere barely overlaps the prism's vertical side (MJX's
     `hfield_sphere` turns such normals to the top face's).
     """
     from mujoco.mjx._src import mesh  # noqa: PLC0415 - MJX's prism as a convex polytope
