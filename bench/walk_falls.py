@@ -2,7 +2,8 @@
 command the robot held, how it moved before it fell and what the task's randomiser drew for it.
 
     python bench/walk_falls.py RUN_DIR [--checkpoints 426 571 673] [--envs 32] [--seed 0]
-        [--before 10] [--average K] [--without pushes randomizer] [--out FILE.json]
+        [--before 10] [--average K] [--without pushes randomizer] [--hfield-contacts mjx|mujoco]
+        [--out FILE.json]
 
 RUN_DIR is a strl_jax run folder (`runs/strl_jax-seed1` of a go1_walk output). Every checkpoint is
 evaluated as go1_walk evaluates it (the unmodified task with its randomiser, `--envs` envs, one
@@ -17,7 +18,8 @@ randomiser's draw; falls spread over envs at small commands point at the gait.
 episodes on the task without its pushes (Playground's `push_config` or `pert_config` switched
 off; Go1's and Spot's joystick tasks do not push by default, Barkour's kicks have no switch) or
 without its domain randomiser: which part of the task the falls come from. The default is the
-unmodified task.
+unmodified task. `--hfield-contacts` evaluates on a heightfield under the other contact rule than
+the run's (`env.hfield_contacts`: MJX's own, or C MuJoCo's).
 
 `--average K` evaluates beside each checkpoint the mean of its parameters and those of the K - 1
 checkpoints saved before it (a checkpoint average, as stochastic weight averaging takes one;
@@ -28,6 +30,7 @@ a run steadies its falls, which swing from one checkpoint to the next.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -124,6 +127,7 @@ def main(argv: list[str]) -> int:
         choices=WITHOUT,
         help="evaluate on the task without its pushes or its randomiser (a diagnostic)",
     )
+    p.add_argument("--hfield-contacts", choices=("mjx", "mujoco"), default=None, help="default: the run's")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
 
@@ -138,7 +142,10 @@ def main(argv: list[str]) -> int:
     first = load_policy(args.run_dir, checkpoints[0])
     spec = {"task": first.cfg.env.task, "eval_envs": args.envs, "episode_length": args.episode_length}
     playground = without_overrides(first.cfg.env.task, args.without)
-    env = evaluation_env(first.cfg.env, spec, playground, randomize="randomizer" not in args.without)
+    env_cfg = first.cfg.env
+    if args.hfield_contacts:
+        env_cfg = dataclasses.replace(env_cfg, hfield_contacts=args.hfield_contacts)
+    env = evaluation_env(env_cfg, spec, playground, randomize="randomizer" not in args.without)
     actor, n = first.actor, args.envs
 
     def episodes(act, hidden, key):
@@ -226,6 +233,7 @@ def main(argv: list[str]) -> int:
                 "machine": machine_info(),
                 "run_dir": str(args.run_dir),
                 "without": args.without,
+                "hfield_contacts": env_cfg.hfield_contacts,
                 "policies": policies,
                 "falls": rows,
                 "drawn": ranges,
