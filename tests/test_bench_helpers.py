@@ -457,3 +457,17 @@ def test_go1_terrain_starts_teacher_and_blind_where_their_presets_load_counting_
     with pytest.raises(SystemExit, match="holds runs that started from"):
         go1_terrain.run_stages(go1_terrain.parse_args([*one, "--set", "runner.load="]))
     assert len(calls) == 1
+
+
+def test_foot_lift_counts_each_foot_off_the_ground_up_to_the_fall():
+    import foot_lift
+
+    # one env, two feet over 6 steps: foot 0 steps (up 5 cm every other step), foot 1 stays down
+    # but for 2 cm at the last step, after the fall at step 4 (not counted)
+    z = np.zeros((6, 1, 2))
+    z[1::2, 0, 0] = 0.05
+    z[5, 0, 1] = 0.02
+    alive = np.array([True, True, True, True, True, False])[:, None]
+    share, most = foot_lift.foot_lift(z + 0.3, alive)
+    np.testing.assert_allclose(share, [2 / 5, 0.0])
+    np.testing.assert_allclose(most, [0.05, 0.0], atol=1e-12)

@@ -204,7 +204,7 @@ def test_contacts_beyond_mjx_layout_convert_with_the_deepest_per_pair():
     with pytest.raises(ValueError, match="too high"):
         mjx.put_data(model, data, impl=npx.NATIVE_IMPL)
 
-    converted = npx.to_mjx(SimpleNamespace(model=model, task="boxes"), data)
+    converted = npx.to_mjx(SimpleNamespace(model=model, task="boxes", vec=SimpleNamespace(env=None)), data)
     fitted = npx.fit_contacts(model, data)
     assert data.ncon > 12 and fitted.ncon == 8  # the native data is left as it was
     dist = np.asarray(converted._impl.contact.dist)
