@@ -50,7 +50,9 @@ workers' output. `--eval-only` re-evaluates the checkpoints listed in an existin
 evaluations): the runs whose training finished are kept; a strl_jax run that was cut continues
 from its newest checkpoint in a new process (`train --resume`, exact), its clock counting on from
 that checkpoint's wall time (the training after it is lost, not counted); the peer's runs are
-trained again from the start. Each run records the machine it trained on, and the summary names
+trained again from the start. `--resume` with a longer `--minutes` and otherwise the same
+arguments trains each finished strl_jax run on from its last checkpoint to the new time, and
+evaluates all its checkpoints again. Each run records the machine it trained on, and the summary names
 them when they differ, and the points where a run was continued.
 
     # the benchmark: 3 x 60 minutes of strl_jax, 120 minutes of the peer, then the evaluations
@@ -60,6 +62,8 @@ them when they differ, and the points where a run was continued.
     # in parts: the peer first, then the seeds (each part keeps what the earlier ones finished)
     python bench/go1_walk.py --out /tmp/go1_walk --only playground-seed1
     python bench/go1_walk.py --out /tmp/go1_walk --resume --only strl_jax-seed1 strl_jax-seed2
+    # the finished strl_jax runs trained on to 120 minutes (the peer's kept as they were)
+    python bench/go1_walk.py --out /tmp/go1_walk --resume --minutes 120
     # another recipe: the published GPU preset at CPU size, strl_jax only
     python bench/go1_walk.py --preset Go1JoystickFlatTerrain --set env.num_envs=512 \\
         --set runner.num_steps_per_env=24 --set algorithm.num_mini_batches=4 --no-peer --out /tmp/go1_gpu
@@ -653,6 +657,8 @@ def finished_runs(out: Path, plans: list[dict]) -> dict[str, dict]:
         record = saved.get(plan["label"])
         if record is None or "train" not in record or "error" in record["train"]:
             continue
+        if extends(plan, record):
+            continue  # trained on by started_before's continuation
         if record["spec"] != json.loads(json.dumps(plan["spec"])):
             raise SystemExit(
                 f"error: --resume: {plan['label']} was trained with {json.dumps(record['spec'])}, this "
@@ -660,6 +666,19 @@ def finished_runs(out: Path, plans: list[dict]) -> dict[str, dict]:
             )
         finished[plan["label"]] = {**record, "machine": record.get("machine") or {"cpu_model": "unknown"}}
     return finished
+
+
+def extends(plan: dict, record: dict) -> bool:
+    """Whether `plan` trains the finished strl_jax run `record` on: planned as it was except for
+    a longer `--minutes`, its training ended by the clock without an error. Such a run continues
+    from its last checkpoint (`train --resume`, exact), as rsl_rl's runner resumes a run with a
+    larger iteration budget, and counts as one run of the longer time."""
+    train = record.get("train") or {}
+    if plan.get("library") != "strl_jax" or train.get("stop_reason") != "time_limit":
+        return False
+    was, now = record["spec"], json.loads(json.dumps(plan["spec"]))
+    shorter = {**now, "limit_s": was.get("limit_s")}
+    return was == shorter and now.get("limit_s", 0) > was.get("limit_s", 0) and "error" not in train
 
 
 def continuation(run_dir: Path) -> dict | None:
@@ -675,9 +694,12 @@ def started_before(plan: dict, saved: dict) -> dict | None:
     """The continuation point of a planned strl_jax run that an earlier invocation with this --out
     started as now planned and did not finish; None where it must train from the start."""
     record = next((r for r in saved.get("runs", []) if r["label"] == plan["label"]), None)
-    if plan["library"] != "strl_jax" or record is None or "train" in record:
+    if plan["library"] != "strl_jax" or record is None:
         return None
-    if record["spec"] != json.loads(json.dumps(plan["spec"])):
+    if "train" in record:
+        if not extends(plan, record):
+            return None
+    elif record["spec"] != json.loads(json.dumps(plan["spec"])):
         return None
     cut = continuation(Path(plan["run_dir"]))
     if cut is None:

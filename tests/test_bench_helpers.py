@@ -124,6 +124,44 @@ def test_go1_walk_resume_continues_a_cut_strl_jax_run_from_its_newest_checkpoint
     assert not clock.due(400.0) and clock.due(540.0) and clock.due(7200.0) and clock.over
 
 
+def test_go1_walk_resume_with_longer_minutes_trains_a_finished_strl_jax_run_on(tmp_path):
+    """A finished strl_jax run planned again with a longer time limit, nothing else changed,
+    continues from its last checkpoint; a shorter limit, another change, a run that ended in an
+    error or before its time, and the peer's runs do not."""
+    import go1_walk
+
+    run_dir = tmp_path / "runs" / "strl_jax-seed1"
+    (run_dir / "checkpoints" / "50").mkdir(parents=True)
+    last = {"iteration": 50, "env_steps": 5000, "wall_s": 3601.5}
+    (run_dir / go1_walk.CHECKPOINTS_FILE).write_text(json.dumps(last) + "\n")
+    spec = {"task": "Go1JoystickRoughTerrain_teacher_cpu", "overrides": ["seed=1"], "limit_s": 3600.0}
+    record = {
+        "label": "strl_jax-seed1",
+        "library": "strl_jax",
+        "spec": spec,
+        "train": {"stop_reason": "time_limit", "sps": 3000.0},
+        "machine": {"cpu_model": "A"},
+        "continued": [{"iteration": 20, "wall_s": 1400.0, "machine": {"cpu_model": "B"}}],
+    }
+    (tmp_path / "runs.json").write_text(json.dumps({"runs": [record]}))
+    longer = {"label": "strl_jax-seed1", "library": "strl_jax", "spec": {**spec, "limit_s": 7200.0}}
+    longer["run_dir"] = str(run_dir)
+    assert go1_walk.finished_runs(tmp_path, [longer]) == {}
+    before = {"machine": record["machine"], "continued": record["continued"]}
+    assert go1_walk.started_before(longer, {"runs": [record]}) == {**last, "before": before}
+    for plan, saved in [
+        ({**longer, "spec": {**spec, "limit_s": 1800.0}}, record),
+        ({**longer, "spec": {**spec, "limit_s": 7200.0, "overrides": ["seed=2"]}}, record),
+        (longer, {**record, "train": {"stop_reason": "time_limit", "error": "worker died"}}),
+        (longer, {**record, "train": {"stop_reason": "max_iterations"}}),
+        ({**longer, "library": "playground"}, record),
+    ]:
+        assert not go1_walk.extends(plan, saved)
+        assert go1_walk.started_before(plan, {"runs": [saved]}) is None
+    with pytest.raises(SystemExit, match="strl_jax-seed1 was trained with"):
+        go1_walk.finished_runs(tmp_path, [{**longer, "spec": {**spec, "limit_s": 1800.0}}])
+
+
 def test_go1_walk_only_trains_the_named_runs_and_keeps_the_finished_ones():
     import go1_walk
 
