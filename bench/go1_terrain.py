@@ -32,11 +32,14 @@ pipeline's wall time: a student's minutes count from the end of its teacher's).
     python bench/go1_terrain.py --out /tmp/go1_terrain                      # 2 seeds, 1 h + 1 h
     python bench/go1_terrain.py --out /tmp/go1_terrain --stages teacher --seeds 1
     python bench/go1_terrain.py --out /tmp/go1_terrain --resume             # after a stop
+    python bench/go1_terrain.py --out /tmp/go1_terrain --stages teacher --seeds 1 \
+        --teacher-minutes 120 --resume                                      # the teacher trained on
     python bench/go1_terrain.py summary --out /tmp/go1_terrain
     python bench/go1_terrain.py --smoke --out /tmp/go1_terrain_smoke        # minutes, tiny sizes
 
 `--resume` is go1_walk's in every stage (finished runs kept, cut ones continued from their newest
-checkpoint). The GPU counterpart is bench/gpu_go1_terrain.sh.
+checkpoint; with longer minutes, finished runs trained on from their last). The GPU counterpart
+is bench/gpu_go1_terrain.sh.
 """
 
 from __future__ import annotations
