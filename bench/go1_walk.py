@@ -151,6 +151,12 @@ def records_task(records: list[dict]) -> str:
     return record_task(records[0]) if records else TASK
 
 
+def records_contacts(records: list[dict]) -> str:
+    """The heightfield contact rule (`env.hfield_contacts`) of the invocation's strl_jax runs, under
+    which its standing robot is measured too; MJX's own for runs recorded before the rule was."""
+    return next((r["hfield_contacts"] for r in records if "hfield_contacts" in r), "mjx")
+
+
 def plot_name(task: str) -> str:
     """go1_walk.png for Go1 (as before the benchmark took other robots), TASK_walk.png otherwise."""
     return "go1_walk.png" if task == TASK else f"{task}_walk.png"
@@ -403,18 +409,25 @@ def peer_evaluations(spec: dict, write) -> list[dict]:
     return results
 
 
+def standing_env_config(spec: dict) -> Any:
+    """The standing robot's env: the task's defaults under the runs' heightfield contact rule."""
+    from strl_jax.configs.schema import EnvConfig
+
+    return EnvConfig(task=spec["task"], hfield_contacts=spec.get("hfield_contacts", "mjx"))
+
+
 def standing_worker(spec: dict) -> dict:
     """The task's standing robot: zero action (the default pose, as Playground's joystick tasks add
-    the action to it) on the unmodified task, the evaluation's envs, keys and episode length. Its
-    velrmsd is what tracking must beat: the target is a third of it."""
+    the action to it) on the unmodified task, the evaluation's envs, keys and episode length, under
+    the runs' heightfield contact rule. Its velrmsd is what tracking must beat: the target is a
+    third of it."""
     import jax
     import jax.numpy as jnp
 
-    from strl_jax.configs.schema import EnvConfig
     from strl_jax.train_loops.evaluation import deterministic_episodes
 
     start = time.time()
-    env = evaluation_env(EnvConfig(task=spec["task"]), spec, {})
+    env = evaluation_env(standing_env_config(spec), spec, {})
     zero = jnp.zeros((spec["eval_envs"], env.action_size))
     run = jax.jit(lambda key: deterministic_episodes(env, lambda obs, h: (zero, h), {}, key))
     out = scalars(jax.device_get(run(jax.random.PRNGKey(spec["eval_seed"]))))
@@ -492,6 +505,7 @@ def strl_plan(args: argparse.Namespace, seed: int) -> dict:
         "trained_reward": trained_reward(playground, cfg.env.termination_reward),
         "other_playground": {k: v for k, v in playground.items() if not k.startswith("reward_config.")},
         "domain_randomization": cfg.env.domain_randomization,
+        "hfield_contacts": cfg.env.hfield_contacts,
         "spec": {
             "task": args.preset,
             **({"config_files": files} if files else {}),  # runs recorded before: no such key
@@ -622,10 +636,10 @@ def evaluate(record: dict, args: argparse.Namespace, out: Path) -> None:
         )
 
 
-def measure_standing(task: str, args: argparse.Namespace, out: Path) -> dict:
+def measure_standing(task: str, args: argparse.Namespace, out: Path, hfield_contacts: str = "mjx") -> dict:
     """The standing robot's evaluation (`standing_worker`) in its own process."""
     spec = {"task": task, "eval_envs": args.eval_envs, "episode_length": args.episode_length}
-    spec["eval_seed"] = args.eval_seed
+    spec.update(eval_seed=args.eval_seed, hfield_contacts=hfield_contacts)
     argv = [sys.executable, str(Path(__file__).resolve()), "--worker", "standing"]
     print(f"[{time.strftime('%H:%M:%S')}] evaluating a standing {task} ...", flush=True)
     result = run_worker(argv, spec, out / "logs", "standing", 1800, child_environment(str(REPO_DIR)))
@@ -635,7 +649,8 @@ def measure_standing(task: str, args: argparse.Namespace, out: Path) -> dict:
         f"  standing: velrmsd {fmt(result.get('velrmsd'), 2)}, falls {fmt(result.get('falls'), 2)}",
         flush=True,
     )
-    return {**result, "task": task, "eval_envs": args.eval_envs, "episode_length": args.episode_length}
+    sizes = {"eval_envs": args.eval_envs, "episode_length": args.episode_length}
+    return {**result, "task": task, **sizes, "hfield_contacts": hfield_contacts}
 
 
 def set_target(args: argparse.Namespace, standing: dict | None) -> None:
@@ -969,7 +984,8 @@ def write_outputs(out: Path, info: dict, records: list[dict], args: argparse.Nam
     if standing:
         notes.append(
             f"A standing robot (zero action, the default pose) scores velrmsd {fmt(standing['velrmsd'], 2)} "
-            f"with falls {fmt(standing['falls'], 2)} on the same episodes."
+            f"with falls {fmt(standing['falls'], 2)} on the same episodes"
+            + (" (C MuJoCo's heightfield contacts)." if standing.get("hfield_contacts") == "mujoco" else ".")
         )
     machines = {r["label"]: r["machine"]["cpu_model"] for r in records if r.get("machine")}
     if len(set(machines.values())) > 1:
@@ -1132,7 +1148,7 @@ def main(argv: list[str] | None = None) -> int:
         # the training machine stays on record; this one only evaluates
         info = {**info, "machine": saved.get("machine", info["machine"]), "eval_machine": info["machine"]}
         # measured again with this evaluation code, as every checkpoint is
-        info["standing"] = measure_standing(records_task(records), args, out)
+        info["standing"] = measure_standing(records_task(records), args, out, records_contacts(records))
         set_target(args, info["standing"])
         info["args"]["target"] = args.target
         for record in records:
@@ -1145,8 +1161,11 @@ def main(argv: list[str] | None = None) -> int:
         saved = json.loads((out / "runs.json").read_text()) if args.resume else {}
         info["machine"] = saved.get("machine", info["machine"])
         info["standing"] = saved.get("standing")
+        contacts = records_contacts(plans)
+        if info["standing"] and info["standing"].get("hfield_contacts", "mjx") != contacts:
+            info["standing"] = None  # measured under another contact rule than these runs train on
         if not info["standing"] and not args.no_eval:
-            info["standing"] = measure_standing(plans[0]["task"], args, out)
+            info["standing"] = measure_standing(plans[0]["task"], args, out, contacts)
         set_target(args, info["standing"])
         info["args"]["target"] = args.target
         for plan in plans:

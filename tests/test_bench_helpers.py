@@ -74,6 +74,33 @@ def test_go1_walk_evaluates_the_task_reward_and_the_trained_one():
     assert scales(task_env).tracking_lin_vel == 1.0 and scales(trained_env).tracking_lin_vel == 3.0
 
 
+def test_go1_walk_measures_the_standing_robot_under_the_runs_contact_rule(tmp_path, monkeypatch):
+    """Runs trained on C MuJoCo's heightfield contacts are judged against a standing robot on the
+    same contacts: the plan records the rule, the standing worker's spec carries it, and a standing
+    robot saved under another rule is not reused."""
+    import go1_walk
+
+    args = go1_walk.parse_args(
+        ["--preset", "Go1JoystickRoughTerrain_teacher_cpu", "--seeds", "1", "--no-peer"]
+        + ["--set", "env.hfield_contacts=mujoco", "--set", "runner.load="]
+    )
+    (plan,) = go1_walk.planned_runs(args)
+    assert plan["hfield_contacts"] == "mujoco"
+    assert go1_walk.records_contacts([{"label": "peer"}, plan]) == "mujoco"
+    assert go1_walk.records_contacts([{"label": "recorded before"}]) == "mjx"
+    specs = []
+
+    def worker(argv, spec, *rest):
+        specs.append(spec)
+        return {"velrmsd": 1.0, "falls": 0.7}
+
+    monkeypatch.setattr(go1_walk, "run_worker", worker)
+    standing = go1_walk.measure_standing(plan["task"], args, tmp_path, "mujoco")
+    assert specs[-1]["hfield_contacts"] == standing["hfield_contacts"] == "mujoco"
+    assert go1_walk.standing_env_config(specs[-1]).hfield_contacts == "mujoco"
+    assert go1_walk.measure_standing(plan["task"], args, tmp_path)["hfield_contacts"] == "mjx"
+
+
 def test_go1_walk_resume_keeps_finished_runs_planned_as_now(tmp_path):
     import go1_walk
 
