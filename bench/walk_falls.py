@@ -12,7 +12,10 @@ robot (zero action about the default pose) on the same episodes. Printed per fal
 step, the command (vx, vy, yaw rate), the base's velocity `--before` steps earlier, and the env's
 drawn robot mass, centre-of-mass offset of the base and floor friction beside the range over all
 envs. Falls that recur in the same env across checkpoints and under the standing robot point at the
-randomiser's draw; falls spread over envs at small commands point at the gait.
+randomiser's draw; falls spread over envs at small commands point at the gait. On a task whose
+floor is one heightfield (Go1JoystickRoughTerrain's is 20 x 20 m with nothing around it), each
+fall also gives the base's position and how far it was past the heightfield's edge: a robot that
+walks off the terrain falls off the world, which no gait avoids.
 
 `--without pushes` / `--without randomizer` (either or both) evaluates the same policies and
 episodes on the task without its pushes (Playground's `push_config` or `pert_config` switched
@@ -57,21 +60,46 @@ def drawn_physics(physics: dict, n: int) -> dict[str, np.ndarray]:
     return {k: v.reshape(n) for k, v in out.items()}
 
 
-def fall_rows(what: str, term, command, velocity, drawn: dict, before: int) -> list[dict]:
-    """One record per env that fell: its first terminal step and what it held and did."""
+def terrain_rectangle(mj_model) -> tuple[np.ndarray, np.ndarray] | None:
+    """The floor heightfield's centre (x, y) and half-sizes (metres) where the world's only
+    heightfield geom is the floor, else None (a plane extends forever)."""
+    import mujoco
+
+    geoms = np.flatnonzero(mj_model.geom_type == mujoco.mjtGeom.mjGEOM_HFIELD)
+    if geoms.size != 1:
+        return None
+    geom = int(geoms[0])
+    half = np.asarray(mj_model.hfield_size[mj_model.geom_dataid[geom]][:2], np.float64)
+    return np.asarray(mj_model.geom_pos[geom, :2], np.float64), half
+
+
+def past_edge(xy: np.ndarray, rectangle: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """How far (metres) each base position `xy [..., 2]` lies outside the rectangle (<= 0: over it)."""
+    centre, half = rectangle
+    return np.max(np.abs(xy - centre) - half, axis=-1)
+
+
+def fall_rows(
+    what: str, term, command, velocity, drawn: dict, before: int, position=None, rectangle=None
+) -> list[dict]:
+    """One record per env that fell: its first terminal step and what it held and did; with the
+    base's positions `position [T, N, 2]` and a heightfield `rectangle`, where it fell from."""
     rows = []
     for env in np.where(term.any(axis=0))[0]:
         step = int(np.argmax(term[:, env]))
-        rows.append(
-            {
-                "policy": what,
-                "env": int(env),
-                "step": step,
-                "command": [round(float(c), 2) for c in command[step, env]],
-                "velocity_before": [round(float(v), 2) for v in velocity[max(step - before, 0), env]],
-                **{k: round(float(v[env]), 3) for k, v in drawn.items()},
-            }
-        )
+        row = {
+            "policy": what,
+            "env": int(env),
+            "step": step,
+            "command": [round(float(c), 2) for c in command[step, env]],
+            "velocity_before": [round(float(v), 2) for v in velocity[max(step - before, 0), env]],
+            **{k: round(float(v[env]), 3) for k, v in drawn.items()},
+        }
+        if position is not None and rectangle is not None:
+            xy = np.asarray(position[step, env], np.float64)
+            row["base xy"] = [round(float(c), 2) for c in xy]
+            row["past the edge m"] = round(float(past_edge(xy, rectangle)), 2)
+        rows.append(row)
     return rows
 
 
@@ -134,6 +162,7 @@ def main(argv: list[str]) -> int:
     import jax
     import jax.numpy as jnp
 
+    from strl_jax.envs.native_physics import mjx_env_of
     from strl_jax.inference import load_policy
     from strl_jax.networks.policy import reset_hidden_groups
     from strl_jax.train_loops.evaluation import act_in_env
@@ -146,13 +175,15 @@ def main(argv: list[str]) -> int:
     if args.hfield_contacts:
         env_cfg = dataclasses.replace(env_cfg, hfield_contacts=args.hfield_contacts)
     env = evaluation_env(env_cfg, spec, playground, randomize="randomizer" not in args.without)
+    rectangle = terrain_rectangle(mjx_env_of(env.env).mj_model)
     actor, n = first.actor, args.envs
 
     def episodes(act, hidden, key):
         state, obs = env.reset(key)
 
-        def keep(_state, _obs, _action, res):
-            return res.terminated, res.probe["command"], res.probe["velocity"]
+        def keep(state, _obs, _action, res):
+            xy = state.brax_state.data.qpos[:, :2]  # the step the robot fell from
+            return res.terminated, res.probe["command"], res.probe["velocity"], xy
 
         _, out = act_in_env(
             env, act, reset_hidden_groups, (state, obs, hidden), keep, length=env.episode_length
@@ -181,13 +212,16 @@ def main(argv: list[str]) -> int:
 
     rows, summary, policies = [], [], []
     for what, run in runs:
-        (term, command, velocity), physics = jax.device_get(run())
-        term, command, velocity = map(np.asarray, (term, command, velocity))
+        (term, command, velocity, position), physics = jax.device_get(run())
+        term, command, velocity, position = map(np.asarray, (term, command, velocity, position))
         drawn = drawn_physics(physics, n)
-        fell = fall_rows(what, term, command, velocity, drawn, args.before)
+        fell = fall_rows(what, term, command, velocity, drawn, args.before, position, rectangle)
         rows += fell
         velrmsd = tracking_error(term, command, velocity)
-        summary.append([what, f"{velrmsd:.3f}", f"{len(fell)}/{n}", " ".join(str(r["env"]) for r in fell)])
+        off = sum(r.get("past the edge m", 0.0) > 0 for r in fell)
+        summary.append(
+            [what, f"{velrmsd:.3f}", f"{len(fell)}/{n}", off, " ".join(str(r["env"]) for r in fell)]
+        )
         each = episode_errors(term, command, velocity)
         worst = [int(e) for e in np.argsort(-each)[: args.worst]]
         policies.append(
@@ -196,6 +230,7 @@ def main(argv: list[str]) -> int:
                 "velrmsd": round(velrmsd, 4),
                 "falls": len(fell),
                 "episodes": n,
+                "falls_off_the_terrain": off,
                 "episode_velrmsd": [round(float(e), 4) for e in each],
             }
         )
@@ -203,8 +238,9 @@ def main(argv: list[str]) -> int:
         named = ", ".join(f"{e}: {each[e]:.2f}" for e in worst)
         print(f"  worst episodes (env: velrmsd): {named}", flush=True)
     drawn_all = drawn_physics(physics, n)
-    print(format_table(["policy", "velrmsd", "falls", "envs that fell"], summary))
-    headers = ["policy", "env", "step", "command", f"velocity {args.before} steps before", *drawn_all]
+    print(format_table(["policy", "velrmsd", "falls", "off the terrain", "envs that fell"], summary))
+    where = ["base xy", "past the edge m"] if rectangle is not None else []
+    headers = ["policy", "env", "step", "command", f"velocity {args.before} steps before", *drawn_all, *where]
     print(
         format_table(
             headers,
@@ -216,6 +252,7 @@ def main(argv: list[str]) -> int:
                     r["command"],
                     r["velocity_before"],
                     *[r[k] for k in drawn_all],
+                    *[r[k] for k in where],
                 ]
                 for r in rows
             ],

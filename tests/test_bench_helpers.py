@@ -387,6 +387,41 @@ def test_walk_falls_reports_each_fall_with_its_command_and_the_envs_draw():
     }
 
 
+def test_walk_falls_tells_a_fall_off_the_heightfield_from_one_on_it():
+    """Go1's rough floor is one heightfield with nothing around it: a fall is reported with the
+    base's position and its distance past the field's edge; a plane floor has no edge."""
+    import mujoco
+    import walk_falls
+
+    field = mujoco.MjModel.from_xml_string(
+        '<mujoco><asset><hfield name="h" nrow="3" ncol="3" size="3 4 0.1 0.1"/></asset>'
+        '<worldbody><geom type="hfield" hfield="h" pos="1 2 0"/></worldbody></mujoco>'
+    )
+    centre, half = walk_falls.terrain_rectangle(field)
+    assert centre.tolist() == [1.0, 2.0] and half.tolist() == [3.0, 4.0]
+    xy = np.array([[1.0, 2.0], [5.0, 2.0], [1.0, -2.5], [-1.5, 5.0]])
+    np.testing.assert_allclose(walk_falls.past_edge(xy, (centre, half)), [-3.0, 1.0, 0.5, -0.5])
+    plane = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><geom type="plane" size="1 1 1"/></worldbody></mujoco>'
+    )
+    assert walk_falls.terrain_rectangle(plane) is None
+
+    term = np.zeros((4, 2), bool)
+    term[2, 0] = term[3, 1] = True
+    command = np.zeros((4, 2, 3))
+    velocity = np.zeros((4, 2, 3))
+    position = np.zeros((4, 2, 2))
+    position[2, 0] = [5.0, 2.0]  # env 0 falls past the edge
+    position[3, 1] = [1.5, 2.5]  # env 1 on the field
+    rows = walk_falls.fall_rows("p", term, command, velocity, {}, 1, position, (centre, half))
+    assert [(r["env"], r["base xy"], r["past the edge m"]) for r in rows] == [
+        (0, [5.0, 2.0], 1.0),
+        (1, [1.5, 2.5], -2.5),
+    ]
+    (plain,) = walk_falls.fall_rows("p", term[:, :1], command[:, :1], velocity[:, :1], {}, 1)
+    assert "past the edge m" not in plain
+
+
 def test_walk_falls_scores_each_episode_up_to_its_fall():
     """Each episode's velrmsd counts its steps up to and with its first fall, as the pooled score
     does: the pooled mean square is the step-weighted mean of the episodes'."""
