@@ -422,6 +422,39 @@ def test_walk_falls_tells_a_fall_off_the_heightfield_from_one_on_it():
     assert "past the edge m" not in plain
 
 
+def test_terrain_edge_integrates_commands_in_the_body_frame_and_finds_the_first_exit():
+    """A robot that tracks exactly moves at the commanded speed along its heading and turns at
+    the commanded rate; an episode leaves the terrain at its first step past the edge (or within
+    the margin of it)."""
+    from types import SimpleNamespace
+
+    import jax.numpy as jnp
+    import terrain_edge
+
+    task = SimpleNamespace(
+        dt=0.02,
+        _cmd_a=jnp.array([1.0, 1.0, 1.0]),
+        _init_q=jnp.zeros(7),
+        sample_command=lambda _key, command: command,  # hold each command for good
+    )
+    xy, yaw = terrain_edge.follow_commands(task, jax.random.PRNGKey(3), episodes=4, steps=50)
+    assert xy.shape == (50, 4, 2) and yaw.shape == (50, 4)
+    speed = np.linalg.norm(np.diff(xy, axis=0), axis=-1) / task.dt  # constant |(vx, vy)| per episode
+    np.testing.assert_allclose(speed, np.broadcast_to(speed[:1], speed.shape), rtol=1e-3)
+    moved = np.diff(xy, axis=0)  # along the heading: at a fixed angle to it (the command's)
+    relative = np.angle(np.exp(1j * (np.arctan2(moved[..., 1], moved[..., 0]) - yaw[:-1])))
+    np.testing.assert_allclose(relative, np.broadcast_to(relative[:1], relative.shape), atol=1e-3)
+    turn = np.diff(yaw, axis=0) / task.dt  # constant yaw rate, within the command's range
+    np.testing.assert_allclose(turn, np.broadcast_to(turn[:1], turn.shape), atol=1e-3)
+    assert np.all(np.abs(turn) <= 1.0 + 1e-3) and np.all(np.abs(xy[0]) <= 0.5 + 0.05)
+
+    rectangle = (np.zeros(2), np.array([2.0, 2.0]))
+    path = np.zeros((5, 2, 2))
+    path[:, 0, 0] = [0.0, 0.9, 1.5, 2.1, 2.5]  # episode 0 leaves at step 3, nears within 1 m at 2
+    assert terrain_edge.leaving(path, rectangle, 0.0).tolist() == [3, -1]
+    assert terrain_edge.leaving(path, rectangle, 1.0).tolist() == [2, -1]
+
+
 def test_walk_falls_scores_each_episode_up_to_its_fall():
     """Each episode's velrmsd counts its steps up to and with its first fall, as the pooled score
     does: the pooled mean square is the step-weighted mean of the episodes'."""
