@@ -218,9 +218,16 @@ def main(argv: list[str]) -> int:
         fell = fall_rows(what, term, command, velocity, drawn, args.before, position, rectangle)
         rows += fell
         velrmsd = tracking_error(term, command, velocity)
-        off = sum(r.get("past the edge m", 0.0) > 0 for r in fell)
+        # a plane floor has no edge to fall off: no count rather than a zero
+        off = sum(r["past the edge m"] > 0 for r in fell) if rectangle is not None else None
         summary.append(
-            [what, f"{velrmsd:.3f}", f"{len(fell)}/{n}", off, " ".join(str(r["env"]) for r in fell)]
+            [
+                what,
+                f"{velrmsd:.3f}",
+                f"{len(fell)}/{n}",
+                "-" if off is None else off,
+                " ".join(str(r["env"]) for r in fell),
+            ]
         )
         each = episode_errors(term, command, velocity)
         worst = [int(e) for e in np.argsort(-each)[: args.worst]]
