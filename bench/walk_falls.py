@@ -3,7 +3,7 @@ command the robot held, how it moved before it fell and what the task's randomis
 
     python bench/walk_falls.py RUN_DIR [--checkpoints 426 571 673] [--envs 32] [--seed 0]
         [--before 10] [--average K] [--without pushes randomizer] [--hfield-contacts mjx|mujoco]
-        [--out FILE.json]
+        [--scan-beyond-edge void|edge] [--out FILE.json]
 
 RUN_DIR is a strl_jax run folder (`runs/strl_jax-seed1` of a go1_walk output). Every checkpoint is
 evaluated as go1_walk evaluates it (the unmodified task with its randomiser, `--envs` envs, one
@@ -15,14 +15,17 @@ envs. Falls that recur in the same env across checkpoints and under the standing
 randomiser's draw; falls spread over envs at small commands point at the gait. On a task whose
 floor is one heightfield (Go1JoystickRoughTerrain's is 20 x 20 m with nothing around it), each
 fall also gives the base's position and how far it was past the heightfield's edge: a robot that
-walks off the terrain falls off the world, which no gait avoids.
+walks off the terrain falls off the world, which only a policy that sees the edge (a height scan
+that reads the void past it, `env.height_scan.beyond_edge`) can stop short of.
 
 `--without pushes` / `--without randomizer` (either or both) evaluates the same policies and
 episodes on the task without its pushes (Playground's `push_config` or `pert_config` switched
 off; Go1's and Spot's joystick tasks do not push by default, Barkour's kicks have no switch) or
 without its domain randomiser: which part of the task the falls come from. The default is the
 unmodified task. `--hfield-contacts` evaluates on a heightfield under the other contact rule than
-the run's (`env.hfield_contacts`: MJX's own, or C MuJoCo's).
+the run's (`env.hfield_contacts`: MJX's own, or C MuJoCo's). `--scan-beyond-edge` evaluates a
+height-scan policy with its scan reading the other thing past the terrain's edge than the run's
+(`void`, or `edge`: legged_gym's clip, which runs saved before `beyond_edge` existed read).
 
 `--average K` evaluates beside each checkpoint the mean of its parameters and those of the K - 1
 checkpoints saved before it (a checkpoint average, as stochastic weight averaging takes one;
@@ -120,6 +123,15 @@ def without_overrides(task: str, without: list[str]) -> dict:
     )
 
 
+def with_scan_beyond_edge(env_cfg, beyond_edge: str | None):
+    """`env_cfg` with its height scan reading `beyond_edge` past the terrain's edge (None: as is)."""
+    if beyond_edge is None:
+        return env_cfg
+    if not env_cfg.height_scan:
+        raise SystemExit("error: --scan-beyond-edge needs a run with a height scan (env.height_scan)")
+    return dataclasses.replace(env_cfg, height_scan={**env_cfg.height_scan, "beyond_edge": beyond_edge})
+
+
 def tracking_error(term: np.ndarray, command: np.ndarray, velocity: np.ndarray) -> float:
     """velrmsd as the benchmark's evaluation takes it: over each episode's steps up to and with
     its first fall, the root mean square of ||(vx, vy, yaw rate) - command||."""
@@ -156,6 +168,7 @@ def main(argv: list[str]) -> int:
         help="evaluate on the task without its pushes or its randomiser (a diagnostic)",
     )
     p.add_argument("--hfield-contacts", choices=("mjx", "mujoco"), default=None, help="default: the run's")
+    p.add_argument("--scan-beyond-edge", choices=("void", "edge"), default=None, help="default: the run's")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
 
@@ -174,6 +187,7 @@ def main(argv: list[str]) -> int:
     env_cfg = first.cfg.env
     if args.hfield_contacts:
         env_cfg = dataclasses.replace(env_cfg, hfield_contacts=args.hfield_contacts)
+    env_cfg = with_scan_beyond_edge(env_cfg, args.scan_beyond_edge)
     env = evaluation_env(env_cfg, spec, playground, randomize="randomizer" not in args.without)
     rectangle = terrain_rectangle(mjx_env_of(env.env).mj_model)
     actor, n = first.actor, args.envs
@@ -278,6 +292,7 @@ def main(argv: list[str]) -> int:
                 "run_dir": str(args.run_dir),
                 "without": args.without,
                 "hfield_contacts": env_cfg.hfield_contacts,
+                "height_scan": env_cfg.height_scan,
                 "policies": policies,
                 "falls": rows,
                 "drawn": ranges,

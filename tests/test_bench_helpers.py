@@ -3,6 +3,7 @@ the names of the runner's loop the strl_jax workers set for a call."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import sys
@@ -420,6 +421,23 @@ def test_walk_falls_tells_a_fall_off_the_heightfield_from_one_on_it():
     ]
     (plain,) = walk_falls.fall_rows("p", term[:, :1], command[:, :1], velocity[:, :1], {}, 1)
     assert "past the edge m" not in plain
+
+
+def test_walk_falls_sets_what_a_runs_scan_reads_past_the_edge():
+    """`--scan-beyond-edge` changes only that key of the run's height scan, and a run without a
+    scan is refused with the reason."""
+    import walk_falls
+
+    from strl_jax.configs import resolve_config
+
+    teacher = resolve_config("Go1JoystickRoughTerrain_teacher_cpu").env
+    edge = walk_falls.with_scan_beyond_edge(teacher, "edge")
+    assert edge.height_scan == {**teacher.height_scan, "beyond_edge": "edge"}
+    assert dataclasses.replace(edge, height_scan=teacher.height_scan) == teacher
+    assert walk_falls.with_scan_beyond_edge(teacher, None) is teacher
+    blind = resolve_config("Go1JoystickRoughTerrain_cpu").env
+    with pytest.raises(SystemExit, match="needs a run with a height scan"):
+        walk_falls.with_scan_beyond_edge(blind, "void")
 
 
 def test_terrain_edge_integrates_commands_in_the_body_frame_and_finds_the_first_exit():

@@ -102,6 +102,36 @@ def test_points_outside_read_the_nearest_edge():
     np.testing.assert_allclose(np.asarray(got), expected, atol=TOLERANCE, rtol=0)
 
 
+def test_points_past_the_edge_read_the_void_by_default_and_the_edge_as_legged_gym():
+    """Where MuJoCo's downward ray misses the field, the default scan reads no ground (`clip`
+    below the reference: the observation's largest value); `beyond_edge="edge"` reads the
+    nearest edge point, as legged_gym does. Over the field both read the surface."""
+    model = synthetic_model()
+    geom = model.geom("ground").id
+    field = hs.heightfield_of(model, "ground")
+    spec = hs.HeightScanSpec(num_x=9, num_y=5, resolution=0.25)
+    base, q = jnp.array([1.2, -0.1, 0.9]), quat(0.0, 0.0, 0.4)  # near the field's +x rim
+    points = np.asarray(hs.scan_points(spec, base, q), np.float64)
+    data = mujoco.MjData(model)
+    mujoco.mj_kinematics(model, data)
+    rays = np.array([mujoco.mj_rayHfield(model, data, geom, np.array([x, y, 2.0]), DOWN) for x, y in points])
+    missed = rays < 0
+    assert 5 <= missed.sum() <= points.shape[0] - 5  # both kinds of point in the grid
+    void = np.asarray(hs.height_scan(spec, field, base, q))
+    np.testing.assert_allclose(void[~missed], 2.0 - rays[~missed], atol=TOLERANCE, rtol=0)
+    np.testing.assert_allclose(void[missed], float(base[2]) - spec.reference_height - spec.clip, atol=1e-6)
+    obs = np.asarray(hs.scan_observation(spec, field, base, q))
+    np.testing.assert_allclose(obs[missed], spec.clip * spec.scale, atol=1e-5)
+    assert obs[~missed].max() < spec.clip * spec.scale - 0.5  # the field itself reads lower
+    edge_spec = spec.replace(beyond_edge="edge")
+    edge = np.asarray(hs.height_scan(edge_spec, field, base, q))
+    np.testing.assert_allclose(edge, lookup(field, jnp.asarray(points, jnp.float32)), atol=1e-6)
+    np.testing.assert_allclose(edge[~missed], void[~missed], atol=1e-6)
+    assert np.abs(edge[missed] - void[missed]).min() > 0.5
+    with pytest.raises(ValueError, match="beyond_edge 'floor'.*void.*edge"):
+        hs.height_scan(spec.replace(beyond_edge="floor"), field, base, q)
+
+
 def test_heightfield_of_rejects_other_geoms():
     model = synthetic_model()
     with pytest.raises(ValueError, match="no heightfield geom"):

@@ -158,6 +158,7 @@ def test_humanoid_scan_reads_its_root_body():
             r"unknown env\.height_scan key 'spacing'; valid keys: \['groups', 'geom', 'num_x'",
         ),
         ("env.height_scan={yaw: north}", r"height_scan\.yaw must be one of \['heading', 'twist'\]"),
+        ("env.height_scan={beyond_edge: floor}", r"beyond_edge must be one of \['void', 'edge'\]"),
         ("env.height_scan={num_x: 0}", r"height_scan\.num_x must be an integer >= 1"),
         ("env.height_scan={offset: [0.1]}", r"height_scan\.offset must be \[x, y\]"),
         (

@@ -21,6 +21,14 @@ Conventions follow legged_gym:
   policy's noisy view adds `U(-1, 1) * level * noise * scale` (legged_gym's noise vector,
   Playground's uniform noise convention).
 
+Past the field's edge there is no ground in a task whose floor is the field alone (Playground's
+rough-terrain tasks: a robot that walks off falls off the world). With `beyond_edge="void"` (the
+default) a point there reads the deepest ground the scan reports, `clip` metres below the
+reference (the observation's `clip * scale`, as a gap deeper than the clip reads in legged_gym),
+as the depth camera's rays miss there. `"edge"` reads the field's nearest edge point instead,
+as legged_gym clips its height-sample indices; there the field is ringed by a wide flat border
+(`border_size`), so that reading is the ground a robot stands on.
+
 Quaternions are MuJoCo's `(w, x, y, z)`.
 """
 
@@ -37,6 +45,7 @@ HFIELD_GEOM = 1  # mujoco.mjtGeom.mjGEOM_HFIELD
 FREE_JOINT = 0  # mujoco.mjtJoint.mjJNT_FREE
 YAW_CONVENTIONS = ("heading", "twist")
 MODES = ("legged_gym", "heights")
+BEYOND_EDGE = ("void", "edge")
 
 
 @struct.dataclass
@@ -55,6 +64,8 @@ class HeightScanSpec:
     # "legged_gym": the normalised clearance (`height_observation`); "heights": world heights.
     mode: str = struct.field(pytree_node=False, default="legged_gym")
     noise: float = struct.field(pytree_node=False, default=0.1)  # metres at noise level 1 (legged_gym)
+    # What a point past the field's edge reads: "void" (no ground) or "edge" (legged_gym's clip).
+    beyond_edge: str = struct.field(pytree_node=False, default="void")
 
     @property
     def num_points(self) -> int:
@@ -162,15 +173,22 @@ def surface_height(
     return h00 + big * (side - h00) + small * (h11 - side), inside
 
 
-def terrain_heights(hfield: HeightField, points_xy: jax.Array) -> jax.Array:
-    """World z of MuJoCo's heightfield surface below world points `[..., 2]` -> `[...]`
-    (`surface_height` in the field's frame; a point outside reads the nearest edge point)."""
+def terrain_surface(hfield: HeightField, points_xy: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """World z of MuJoCo's heightfield surface below world points `[..., 2]` -> `[...]`, and
+    whether each point lies over the field (`surface_height` in the field's frame; a point
+    outside reads the nearest edge point)."""
     cos, sin = hfield.rotation[0], hfield.rotation[1]
     d = points_xy - hfield.pos[:2]
     local_x = cos * d[..., 0] + sin * d[..., 1]
     local_y = -sin * d[..., 0] + cos * d[..., 1]
-    height, _ = surface_height(hfield.corners, hfield.size, local_x, local_y)
-    return hfield.pos[2] + height
+    height, inside = surface_height(hfield.corners, hfield.size, local_x, local_y)
+    return hfield.pos[2] + height, inside
+
+
+def terrain_heights(hfield: HeightField, points_xy: jax.Array) -> jax.Array:
+    """World z of the surface below world points `[..., 2]` -> `[...]` (`terrain_surface`; a
+    point outside reads the nearest edge point)."""
+    return terrain_surface(hfield, points_xy)[0]
 
 
 def grid_points(spec: HeightScanSpec) -> np.ndarray:
@@ -208,8 +226,15 @@ def height_scan(
     spec: HeightScanSpec, hfield: HeightField, base_pos: jax.Array, base_quat: jax.Array
 ) -> jax.Array:
     """World terrain heights `[..., num_points]` at the grid around bases `[..., 3]`, `[..., 4]`
-    (legged_gym's `measured_heights`); one env or a batch alike."""
-    return terrain_heights(hfield, scan_points(spec, base_pos, base_quat))
+    (legged_gym's `measured_heights`); one env or a batch alike. Points past the field's edge
+    read as `spec.beyond_edge` says: with "void", `clip` metres below the base's reference."""
+    heights, inside = terrain_surface(hfield, scan_points(spec, base_pos, base_quat))
+    if spec.beyond_edge == "edge":
+        return heights
+    if spec.beyond_edge == "void":
+        void = base_pos[..., 2:3] - spec.reference_height - spec.clip
+        return jnp.where(inside, heights, void)
+    raise ValueError(f"unknown height scan beyond_edge {spec.beyond_edge!r}; valid: {BEYOND_EDGE}")
 
 
 def height_observation(spec: HeightScanSpec, heights: jax.Array, base_z: jax.Array) -> jax.Array:

@@ -99,6 +99,7 @@ HEIGHT_SCAN_RULES = {
     "scale": number(above=0.0),
     "mode": choice(hs.MODES),
     "noise": number(minimum=0.0, valid="metres >= 0 at noise level 1"),
+    "beyond_edge": choice(hs.BEYOND_EDGE),
 }
 
 
