@@ -506,6 +506,7 @@ def strl_plan(args: argparse.Namespace, seed: int) -> dict:
         "other_playground": {k: v for k, v in playground.items() if not k.startswith("reward_config.")},
         "domain_randomization": cfg.env.domain_randomization,
         "hfield_contacts": cfg.env.hfield_contacts,
+        "off_terrain": cfg.env.off_terrain,  # whether a robot off a heightfield's edge counts as fallen
         "spec": {
             "task": args.preset,
             **({"config_files": files} if files else {}),  # runs recorded before: no such key

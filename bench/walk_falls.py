@@ -3,7 +3,7 @@ command the robot held, how it moved before it fell and what the task's randomis
 
     python bench/walk_falls.py RUN_DIR [--checkpoints 426 571 673] [--envs 32] [--seed 0]
         [--before 10] [--average K] [--without pushes randomizer] [--hfield-contacts mjx|mujoco]
-        [--scan-beyond-edge void|edge] [--out FILE.json]
+        [--scan-beyond-edge void|edge] [--off-terrain fall|continue] [--out FILE.json]
 
 RUN_DIR is a strl_jax run folder (`runs/strl_jax-seed1` of a go1_walk output). Every checkpoint is
 evaluated as go1_walk evaluates it (the unmodified task with its randomiser, `--envs` envs, one
@@ -26,6 +26,10 @@ unmodified task. `--hfield-contacts` evaluates on a heightfield under the other 
 the run's (`env.hfield_contacts`: MJX's own, or C MuJoCo's). `--scan-beyond-edge` evaluates a
 height-scan policy with its scan reading the other thing past the terrain's edge than the run's
 (`void`, or `edge`: legged_gym's clip, which runs saved before `beyond_edge` existed read).
+`--off-terrain continue` evaluates with the task's own episodes past the terrain's edge, where a
+robot that walked off falls freely until the time limit and counts as a fall only if it turns over
+(`env.off_terrain`; the default `fall` ends its episode as a fall once it has dropped below the
+field, as evaluations before that setting existed did not).
 
 `--average K` evaluates beside each checkpoint the mean of its parameters and those of the K - 1
 checkpoints saved before it (a checkpoint average, as stochastic weight averaging takes one;
@@ -43,6 +47,8 @@ from pathlib import Path
 import numpy as np
 from common import format_table, machine_info, write_json
 from go1_walk import evaluation_env
+
+from strl_jax.envs.off_terrain import OFF_TERRAIN
 
 WITHOUT = ("pushes", "randomizer")
 PUSH_SWITCHES = ("push_config", "pert_config")  # Playground's names for the switch
@@ -82,11 +88,18 @@ def past_edge(xy: np.ndarray, rectangle: tuple[np.ndarray, np.ndarray]) -> np.nd
     return np.max(np.abs(xy - centre) - half, axis=-1)
 
 
+def left_terrain(position: np.ndarray, rectangle: tuple[np.ndarray, np.ndarray]) -> list[int]:
+    """Per episode, the first step whose base `position [T, N, 2+]` is past the heightfield's
+    edge (-1: it never was)."""
+    off = past_edge(np.asarray(position[..., :2], np.float64), rectangle) > 0
+    return [int(np.argmax(off[:, env])) if off[:, env].any() else -1 for env in range(off.shape[1])]
+
+
 def fall_rows(
     what: str, term, command, velocity, drawn: dict, before: int, position=None, rectangle=None
 ) -> list[dict]:
     """One record per env that fell: its first terminal step and what it held and did; with the
-    base's positions `position [T, N, 2]` and a heightfield `rectangle`, where it fell from."""
+    base's positions `position [T, N, 2+]` and a heightfield `rectangle`, where it fell from."""
     rows = []
     for env in np.where(term.any(axis=0))[0]:
         step = int(np.argmax(term[:, env]))
@@ -99,7 +112,7 @@ def fall_rows(
             **{k: round(float(v[env]), 3) for k, v in drawn.items()},
         }
         if position is not None and rectangle is not None:
-            xy = np.asarray(position[step, env], np.float64)
+            xy = np.asarray(position[step, env, :2], np.float64)
             row["base xy"] = [round(float(c), 2) for c in xy]
             row["past the edge m"] = round(float(past_edge(xy, rectangle)), 2)
         rows.append(row)
@@ -169,6 +182,7 @@ def main(argv: list[str]) -> int:
     )
     p.add_argument("--hfield-contacts", choices=("mjx", "mujoco"), default=None, help="default: the run's")
     p.add_argument("--scan-beyond-edge", choices=("void", "edge"), default=None, help="default: the run's")
+    p.add_argument("--off-terrain", choices=OFF_TERRAIN, default=None, help="default: the run's")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
 
@@ -188,6 +202,8 @@ def main(argv: list[str]) -> int:
     if args.hfield_contacts:
         env_cfg = dataclasses.replace(env_cfg, hfield_contacts=args.hfield_contacts)
     env_cfg = with_scan_beyond_edge(env_cfg, args.scan_beyond_edge)
+    if args.off_terrain:
+        env_cfg = dataclasses.replace(env_cfg, off_terrain=args.off_terrain)
     env = evaluation_env(env_cfg, spec, playground, randomize="randomizer" not in args.without)
     rectangle = terrain_rectangle(mjx_env_of(env.env).mj_model)
     actor, n = first.actor, args.envs
@@ -196,8 +212,8 @@ def main(argv: list[str]) -> int:
         state, obs = env.reset(key)
 
         def keep(state, _obs, _action, res):
-            xy = state.brax_state.data.qpos[:, :2]  # the step the robot fell from
-            return res.terminated, res.probe["command"], res.probe["velocity"], xy
+            xyz = state.brax_state.data.qpos[:, :3]  # the step the robot fell from
+            return res.terminated, res.probe["command"], res.probe["velocity"], xyz
 
         _, out = act_in_env(
             env, act, reset_hidden_groups, (state, obs, hidden), keep, length=env.episode_length
@@ -253,6 +269,16 @@ def main(argv: list[str]) -> int:
                 "episodes": n,
                 "falls_off_the_terrain": off,
                 "episode_velrmsd": [round(float(e), 4) for e in each],
+                # where the floor has an edge: the step each robot crossed it (-1: never) and how
+                # low its base went (a robot off the field the task lets fall keeps falling)
+                **(
+                    {
+                        "episode_left_terrain_step": left_terrain(position, rectangle),
+                        "episode_lowest_base_z": [round(float(z), 2) for z in position[..., 2].min(axis=0)],
+                    }
+                    if rectangle is not None
+                    else {}
+                ),
             }
         )
         print(f"{what}: velrmsd {velrmsd:.3f}, {len(fell)} of {n} episodes fell", flush=True)
@@ -293,6 +319,7 @@ def main(argv: list[str]) -> int:
                 "without": args.without,
                 "hfield_contacts": env_cfg.hfield_contacts,
                 "height_scan": env_cfg.height_scan,
+                "off_terrain": env_cfg.off_terrain,
                 "policies": policies,
                 "falls": rows,
                 "drawn": ranges,

@@ -87,6 +87,7 @@ def test_go1_walk_measures_the_standing_robot_under_the_runs_contact_rule(tmp_pa
     )
     (plan,) = go1_walk.planned_runs(args)
     assert plan["hfield_contacts"] == "mujoco"
+    assert plan["off_terrain"] == "fall"  # the default; the runs' evaluations count falls off the edge
     assert go1_walk.records_contacts([{"label": "peer"}, plan]) == "mujoco"
     assert go1_walk.records_contacts([{"label": "recorded before"}]) == "mjx"
     specs = []
@@ -421,6 +422,12 @@ def test_walk_falls_tells_a_fall_off_the_heightfield_from_one_on_it():
     ]
     (plain,) = walk_falls.fall_rows("p", term[:, :1], command[:, :1], velocity[:, :1], {}, 1)
     assert "past the edge m" not in plain
+    # each episode's first step past the edge, read from positions with the base's height
+    position = np.zeros((4, 3, 3))
+    position[:, :, :2] = [1.0, 2.0]
+    position[2:, 0, :2] = [4.5, 2.0]  # env 0 crosses at step 2
+    position[1, 2, :2] = [1.0, 6.5]  # env 2 at step 1
+    assert walk_falls.left_terrain(position, (centre, half)) == [2, -1, 1]
 
 
 def test_walk_falls_sets_what_a_runs_scan_reads_past_the_edge():

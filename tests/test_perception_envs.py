@@ -34,25 +34,32 @@ CAMERA = DepthCameraSpec(height=6, width=8)
 PIXELS = 6 * 8
 
 
-def build(task: str, *overrides: str):
+def build(task: str, *overrides: str, num_envs: int = 2):
     cfg = resolve_config(task, overrides=["env.num_envs=32", *overrides])
-    return make_env_from_config(cfg.env, num_envs=2)
+    return make_env_from_config(cfg.env, num_envs=num_envs)
 
 
 @pytest.fixture(scope="module")
 def env():
-    return build(TASK, SCAN, DEPTH)
+    return build(TASK, SCAN, DEPTH, num_envs=3)
+
+
+OFF_THE_FIELD = jnp.array([10.3, -2.0, -0.2])  # past the 10 m field's +x edge, below it, upright
 
 
 @pytest.fixture(scope="module")
 def rollout(env):
     """The reset state and observation, and one step with zero actions (one compiled program)
-    in which env 1 reaches its time limit and restarts."""
+    in which env 1 reaches its time limit and restarts, and env 2, moved off the terrain's edge,
+    falls off the world (`env.off_terrain: fall`, the default) and restarts."""
 
     def run(key):
         state, obs = env.reset(key)
         state = state.replace(step_count=state.step_count.at[1].set(env.episode_length - 1))
-        nxt, result = env.step(state, jnp.zeros((env.num_envs, env.action_size)))
+        data = state.brax_state.data
+        moved = data.replace(qpos=data.qpos.at[2, :3].set(OFF_THE_FIELD))
+        stepped = state.replace(brax_state=state.brax_state.replace(data=moved))
+        nxt, result = env.step(stepped, jnp.zeros((env.num_envs, env.action_size)))
         return state, obs, nxt, result
 
     return jax.jit(run)(jax.random.PRNGKey(0))
@@ -115,6 +122,17 @@ def test_reset_and_step_observe_the_scan_at_the_base(env, rollout):
     first = scan_of(obs, "policy") - scan_of(obs, "critic")
     second = scan_of(result.obs, "policy") - scan_of(result.obs, "critic")
     assert not np.allclose(first, second)
+
+
+def test_a_robot_off_the_terrain_has_fallen_off_the_world(env, rollout):
+    """Playground's task ends an episode only when the trunk turns over; off the heightfield's
+    edge and below it the robot is gone, and the env ends its episode as a fall, not a time-out."""
+    _, _, nxt, result = rollout
+    assert result.terminated.tolist() == [False, False, True]
+    assert result.truncated.tolist() == [False, True, False]
+    # it left upright: the fall is the edge's, not the task's own (the up-vector's z below 0)
+    assert float(result.final_obs["policy"][2, 8]) < -0.9  # gravity's z in the base frame (noisy)
+    assert int(nxt.step_count[2]) == 0 and float(nxt.brax_state.data.qpos[2, 2]) > 0.2  # restarted
 
 
 def test_one_env_observes_as_its_row_of_the_batch(env, rollout):
@@ -209,14 +227,15 @@ def test_reset_observes_the_depth_image_of_its_state(env, rollout, images):
 
 def test_step_observes_the_stepped_and_the_restarted_state(env, rollout, images):
     _, _, nxt, result = rollout
-    assert result.truncated.tolist() == [False, True]
-    expected = images(nxt.brax_state)  # env 0's stepped state, env 1's fresh one
+    assert result.truncated.tolist() == [False, True, False]
+    expected = images(nxt.brax_state)  # env 0's stepped state, env 1's and env 2's fresh ones
     assert_computed_alike(nxt.brax_state.info["forward_depth"], expected)
     assert_computed_alike(result.obs["policy"][:, -PIXELS:], expected)
     # The final observation is the stepped state's: env 0's next one, not env 1's restart.
     final = np.asarray(result.final_obs["policy"][:, -PIXELS:])
     np.testing.assert_array_equal(final[0], expected[0])
     assert not np.array_equal(final[1], expected[1])
+    assert not np.array_equal(final[2], expected[2])
 
 
 def test_forward_depth_alone_and_in_other_groups():

@@ -73,6 +73,11 @@ class EnvConfig:
     # deepest); "mujoco": C MuJoCo's (a contact for every prism of the field the foot penetrates), so
     # that a policy meets the same ground in C MuJoCo (`deploy`) (strl_jax.envs.hfield_contacts).
     hfield_contacts: str = "mjx"
+    # MJX envs whose floor is one heightfield with nothing around it (Playground's rough terrain):
+    # "fall" ends an episode as a fall once the robot's base is off the field and below its lowest
+    # point (it walked off the world; the task itself would let it fall freely to the time limit);
+    # "continue" keeps the task's own episode (strl_jax.envs.off_terrain). No effect on a plane.
+    off_terrain: str = "fall"
     # Added to the reward of every step whose episode terminates (the robot fell; not a time-out),
     # after the env computed (and clipped) its own reward: legged_gym adds its `termination` reward
     # after `only_positive_rewards` clips the sum, whereas a Playground locomotion task clips its

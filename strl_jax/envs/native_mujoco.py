@@ -13,6 +13,9 @@ Sensors are read after `mj_step` as MJX's step leaves them: computed at the star
 physics sub-step (both engines run `forward` before integrating). On Go1JoystickRoughTerrain the
 same code runs, but MJX's heightfield contacts (`impl=jax`) and C MuJoCo's differ noticeably.
 
+Where the env ends an episode off a heightfield floor's edge (`env.off_terrain: fall`, not part
+of Playground's task), the step here does too, after the task's own termination and reward.
+
 One quirk is kept on purpose: like the env, the observation a step returns holds the command and
 the last action from *before* that step's bookkeeping update (the new command and the action just
 taken appear one step later).
@@ -26,6 +29,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from strl_jax.envs.off_terrain import off_terrain_of
 from strl_jax.errors import ConfigError
 
 SUPPORTED_TASKS = ("Go1JoystickFlatTerrain", "Go1JoystickRoughTerrain")
@@ -63,6 +67,7 @@ class NativeTask:
     max_foot_height: float
     cmd_a: np.ndarray
     cmd_b: np.ndarray
+    off_terrain: Any = None  # strl_jax.envs.off_terrain.OffTerrain where the env ends episodes off the field
 
 
 def sensor_indices(model: Any, name: str) -> np.ndarray:
@@ -97,6 +102,7 @@ def native_task(env: Any, task: str, episode_length: int, clip_actions: float | 
         max_foot_height=float(config.reward_config.max_foot_height),
         cmd_a=np.array(config.command_config.a),
         cmd_b=np.array(config.command_config.b),
+        off_terrain=off_terrain_of(env),
     )
 
 
@@ -339,4 +345,5 @@ def step(task: NativeTask, data: Any, book: Bookkeeping, action: np.ndarray) -> 
     book.feet_air_time = book.feet_air_time * ~contact
     book.last_contact = contact
     book.swing_peak = book.swing_peak * ~contact
-    return StepOutcome(obs=obs, reward=reward, terms=terms, fell=done)
+    off = task.off_terrain is not None and bool(task.off_terrain(data.qpos))  # after the task's reward
+    return StepOutcome(obs=obs, reward=reward, terms=terms, fell=done or off)

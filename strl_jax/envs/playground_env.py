@@ -37,6 +37,7 @@ from strl_jax.envs.hfield_contacts import check_hfield_contacts, with_hfield_con
 from strl_jax.envs.menagerie import EXTRA, use_offline_menagerie
 from strl_jax.envs.native_mujoco import command_frame
 from strl_jax.envs.obs_layout import named_layouts
+from strl_jax.envs.off_terrain import check_off_terrain, with_off_terrain
 from strl_jax.envs.perception import (
     FORWARD_DEPTH,
     FREE_JOINT,
@@ -320,6 +321,7 @@ class PlaygroundSettings:
     obs_layout: dict | None = None  # env.obs_layout
     randomizer: str | None = None  # env.randomizer
     hfield_contacts: str = "mjx"  # env.hfield_contacts
+    off_terrain: str = "fall"  # env.off_terrain
 
 
 def chosen_randomizer(task: str, env: Any, settings: PlaygroundSettings) -> RandomizedPhysics | None:
@@ -344,9 +346,11 @@ def playground_vec_env(
     registry_layout = lambda key: component_layout(task, key, config)  # noqa: E731 - None off the registry
     layout_of = lambda key: named[key] if key in named else registry_layout(key)  # noqa: E731
     scan, depth = settings.height_scan, settings.forward_depth
-    # the randomiser swaps the task env's own model; the contact rule wraps what is simulated
+    # the randomiser swaps the task env's own model; the contact rule and the edge wrap what is
+    # simulated
     contacts = with_hfield_contacts(task, env, settings.hfield_contacts)
-    perceived = with_perception(task, contacts, config, groups, scan, depth, layout_of, settings.true_state)
+    edged = with_off_terrain(contacts, settings.off_terrain)
+    perceived = with_perception(task, edged, config, groups, scan, depth, layout_of, settings.true_state)
     simulated, observe, components, shapes = perceived
     physics = chosen_randomizer(task, env, settings)
     return VecEnv(
@@ -379,6 +383,7 @@ def make_playground_env(
     randomizer: str | None = None,
     true_state: dict | None = None,
     hfield_contacts: str = "mjx",
+    off_terrain: str = "fall",
 ) -> VecEnv:
     """A batched Playground task by registry name, with clear errors for bad names or settings.
 
@@ -386,6 +391,7 @@ def make_playground_env(
     `forward_depth` (`env.forward_depth`) then the depth image as component `forward_depth`,
     `true_state` (`env.true_state`) then the base's true state (`strl_jax.envs.true_state`);
     `hfield_contacts` (`env.hfield_contacts`) picks MJX's or C MuJoCo's heightfield contacts;
+    `off_terrain` (`env.off_terrain`) whether a robot off a heightfield floor's edge has fallen;
     `obs_layout` (`env.obs_layout`) replaces the layouts of the keys it names, `randomizer`
     (`env.randomizer`, `package.module:function`) the task's randomiser.
     """
@@ -408,6 +414,7 @@ def make_playground_env(
         obs_layout=obs_layout,
         randomizer=randomizer,
         hfield_contacts=check_hfield_contacts(hfield_contacts),
+        off_terrain=check_off_terrain(off_terrain),
     )
     use_offline_menagerie(task)
     config = playground_config(task, overrides or {})

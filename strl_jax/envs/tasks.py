@@ -27,6 +27,7 @@ from strl_jax.envs.entry_points import (
 from strl_jax.envs.hfield_contacts import check_hfield_contacts
 from strl_jax.envs.menagerie import EXTRA
 from strl_jax.envs.obs_components import select_components
+from strl_jax.envs.off_terrain import check_off_terrain
 from strl_jax.envs.perception import (
     HEIGHTFIELD_TASKS,
     USER_HEIGHTFIELD,
@@ -222,6 +223,7 @@ def playground_task_env(env_cfg, count: int) -> VecEnv:
             randomizer=env_cfg.randomizer,
             true_state=env_cfg.true_state,
             hfield_contacts=env_cfg.hfield_contacts,
+            off_terrain=env_cfg.off_terrain,
         )
     settings = PlaygroundSettings(
         num_envs=count,
@@ -236,6 +238,7 @@ def playground_task_env(env_cfg, count: int) -> VecEnv:
         obs_layout=env_cfg.obs_layout,
         randomizer=env_cfg.randomizer,
         hfield_contacts=check_hfield_contacts(env_cfg.hfield_contacts),
+        off_terrain=check_off_terrain(env_cfg.off_terrain),
     )
     user = user_env(env_cfg)
     if settings.forward_depth is not None:
@@ -304,6 +307,7 @@ def check_brax_settings(env_cfg) -> None:
             f"env.randomizer={env_cfg.randomizer!r} draws fields of an MJX model (Playground's randomiser "
             f"signature), not of Brax task {task!r}; valid: Playground tasks and MJX envs of one's own"
         )
+    check_off_terrain(env_cfg.off_terrain)  # a Brax task's floor is a plane: no edge to fall off
     if env_cfg.hfield_contacts != "mjx":
         raise ConfigError(
             f"env.hfield_contacts={env_cfg.hfield_contacts!r} changes how MJX collides feet with a "
