@@ -178,4 +178,4 @@ def test_the_student_trains_exports_and_deploys_on_the_heightfield(student, tmp_
     # C MuJoCo steps the task's own heightfield (not a plane)
     task = native_task(load_policy(run).env.env, TASK, 8, None)
     assert np.any(np.asarray(task.model.geom_type) == 1) and task.model.nhfield == 1
-    assert task.off_terrain is not None  # and ends an episode off the field's edge, as the JAX env does
+    assert len(task.terminations) == 1  # and ends an episode off the field's edge, as the JAX env does

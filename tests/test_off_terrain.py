@@ -140,7 +140,7 @@ def test_c_mujocos_go1_step_ends_the_episode_off_the_field():
     use_offline_menagerie(task_name)
     env = with_off_terrain(registry.load(task_name), "fall")
     task = nm.native_task(env, task_name, 8, None)
-    assert task.off_terrain is not None
+    assert task.terminations == (off_terrain_of(env),)
     data = mujoco.MjData(task.model)
     fell = {}
     for where, xyz in {"over": (0.0, 0.0, 0.35), "off": (10.6, 0.0, -0.3)}.items():
@@ -148,7 +148,7 @@ def test_c_mujocos_go1_step_ends_the_episode_off_the_field():
             mujoco.mj_resetData(task.model, data)
             data.qpos[:] = task.init_qpos
             data.qpos[:3] = xyz
-            t = task if rule == "fall" else nm.dataclasses.replace(task, off_terrain=None)
+            t = task if rule == "fall" else nm.dataclasses.replace(task, terminations=())
             book = nm.fresh_bookkeeping(np.zeros(3))
             fell[where, rule] = nm.step(t, data, book, np.zeros(12)).fell
             assert not nm.fallen(t, data)  # upright throughout

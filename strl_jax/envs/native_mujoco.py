@@ -24,6 +24,7 @@ taken appear one step later).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import mujoco
@@ -67,7 +68,9 @@ class NativeTask:
     max_foot_height: float
     cmd_a: np.ndarray
     cmd_b: np.ndarray
-    off_terrain: Any = None  # strl_jax.envs.off_terrain.OffTerrain where the env ends episodes off the field
+    # conditions on the robot's qpos that the env adds to the task's own termination (the edge of a
+    # heightfield floor: strl_jax.envs.off_terrain), each checked after the task's reward
+    terminations: tuple[Callable[[np.ndarray], bool], ...] = ()
 
 
 def sensor_indices(model: Any, name: str) -> np.ndarray:
@@ -102,7 +105,7 @@ def native_task(env: Any, task: str, episode_length: int, clip_actions: float | 
         max_foot_height=float(config.reward_config.max_foot_height),
         cmd_a=np.array(config.command_config.a),
         cmd_b=np.array(config.command_config.b),
-        off_terrain=off_terrain_of(env),
+        terminations=tuple(rule for rule in (off_terrain_of(env),) if rule is not None),
     )
 
 
@@ -345,5 +348,5 @@ def step(task: NativeTask, data: Any, book: Bookkeeping, action: np.ndarray) -> 
     book.feet_air_time = book.feet_air_time * ~contact
     book.last_contact = contact
     book.swing_peak = book.swing_peak * ~contact
-    off = task.off_terrain is not None and bool(task.off_terrain(data.qpos))  # after the task's reward
-    return StepOutcome(obs=obs, reward=reward, terms=terms, fell=done or off)
+    added = any(bool(ends(data.qpos)) for ends in task.terminations)  # after the task's reward
+    return StepOutcome(obs=obs, reward=reward, terms=terms, fell=done or added)
