@@ -12,7 +12,8 @@ summary and PNG), run one after another, each training alone:
                  trained for the pipeline's whole time from the same start.
   student_KIND   the student presets (`--stages`; tppo: EstimatorTPPO, dagger: TPPO without
                  PPO's terms, distillation: rsl_rl's Distillation of an LSTM student with the
-                 estimator's loss), each from the newest checkpoint of the same seed's teacher, for
+                 estimator's loss), each from the newest checkpoint of the same seed's teacher
+                 (`--teacher-checkpoint N`: its checkpoint of iteration N), for
                  `--student-minutes`. Every student estimates the base velocity (StateAc,
                  StateAcRecurrent) from the 45 values a Go1 measures.
 The teacher and blind presets start from the shipped flat-terrain Go1 (their `runner.load`,
@@ -24,10 +25,10 @@ teacher's and the blind policy's curves and times to the target start there (`--
 runner.load=` trains both from scratch, and the clock from 0).
 Then the summary (`summary` alone rewrites it): per stage and seed, the time to the teacher's
 target (velrmsd <= `--target`, falls <= `--max-falls`), the last checkpoint's velrmsd and falls,
-the student's ratios to its teacher's last checkpoint (the goal: velrmsd <= 1.15x, falls <=
-1.5x), the estimator's RMS error of the base velocity over the run's last 10 iterations (on its
+the student's ratios to the teacher checkpoint it learned from (the goal: velrmsd <= 1.15x,
+falls <= 1.5x), the estimator's RMS error of the base velocity over the run's last 10 iterations (on its
 own training data) and env steps/s; terrain.md and terrain.png (velrmsd and falls against the
-pipeline's wall time: a student's minutes count from the end of its teacher's).
+pipeline's wall time: a student's minutes count from its teacher checkpoint's).
 
     python bench/go1_terrain.py --out /tmp/go1_terrain                      # 2 seeds, 1 h + 1 h
     python bench/go1_terrain.py --out /tmp/go1_terrain --stages teacher --seeds 1
@@ -63,6 +64,7 @@ STUDENTS = {
 STAGES = ("teacher", "blind", *(f"student_{k}" for k in STUDENTS))
 TARGET = 0.40  # the teacher's goal on rough terrain: velrmsd <= 0.40 with <= 5% falls
 STUDENT_VELRMSD, STUDENT_FALLS = 1.15, 1.5  # a student's goal, as multiples of its teacher's
+TEACHER_KEY = "algorithm.teacher_policy.checkpoint="
 ESTIMATOR_METRIC = "estimator_rmse_base_lin_vel"
 START_FILE = "start.json"  # the run the teacher and blind presets loaded, and its minutes
 # --smoke: seconds-long stages at tiny sizes (sets applied to every stage), from scratch
@@ -85,6 +87,13 @@ def stage_preset(stage: str) -> str:
 
 def teacher_run(out: Path, seed: int) -> Path:
     return out / "teacher" / f"seed{seed}" / "runs" / f"strl_jax-seed{seed}"
+
+
+def teacher_source(args: argparse.Namespace, seed: int) -> Path:
+    """What a student of `seed` distils from: its teacher's run folder (the newest checkpoint) or,
+    under `--teacher-checkpoint`, that iteration's checkpoint folder."""
+    run = teacher_run(args.out, seed)
+    return run if args.teacher_checkpoint is None else run / "checkpoints" / str(args.teacher_checkpoint)
 
 
 def preset_start(args: argparse.Namespace) -> dict | None:
@@ -118,7 +127,7 @@ def stage_argv(stage: str, seed: int, args: argparse.Namespace) -> list[str]:
     argv += ["--eval-envs", str(args.eval_envs), "--episode-length", str(args.episode_length)]
     sets = list(args.set)
     if stage.startswith("student_"):
-        sets.append(f"algorithm.teacher_policy.checkpoint={teacher_run(args.out, seed)}")
+        sets.append(f"algorithm.teacher_policy.checkpoint={teacher_source(args, seed)}")
         sets.append("runner.load=")  # a student starts fresh, whatever --set loads for the others
     elif start := preset_start(args):
         sets.append(f"runner.load={start['run']}")  # found wherever the workers run
@@ -150,8 +159,8 @@ def run_stages(args: argparse.Namespace) -> int:
     status = 0
     for stage in args.stages:
         for seed in args.seeds:
-            if stage.startswith("student_") and not teacher_run(args.out, seed).is_dir():
-                print(f"{stage} seed {seed}: no teacher run in {teacher_run(args.out, seed)}; skipped")
+            if stage.startswith("student_") and not teacher_source(args, seed).is_dir():
+                print(f"{stage} seed {seed}: no teacher checkpoint in {teacher_source(args, seed)}; skipped")
                 status = 1
                 continue
             argv = stage_argv(stage, seed, args)
@@ -175,15 +184,29 @@ def start_of(out: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def offset_minutes(stage: str, out: Path, seed: int) -> float:
+def teacher_of(out: Path, record: dict) -> dict | None:
+    """The evaluation of the teacher checkpoint a student learned from: the one its
+    `algorithm.teacher_policy.checkpoint` names (a checkpoint folder), else its teacher's last."""
+    teacher = next((r for r in stage_runs(out, "teacher") if r["seed"] == record["seed"]), None)
+    evals = [e for e in (teacher or {}).get("evals") or [] if "wall_s" in e]
+    if not evals:
+        return None
+    overrides = record.get("spec", {}).get("overrides", [])
+    source = next((o.split("=", 1)[1].strip('"') for o in overrides if o.startswith(TEACHER_KEY)), "")
+    if Path(source).parent.name == "checkpoints" and Path(source).name.isdigit():
+        iteration = int(Path(source).name)
+        return next((e for e in evals if e.get("iteration") == iteration), None)
+    return evals[-1]
+
+
+def offset_minutes(stage: str, out: Path, record: dict) -> float:
     """Where a stage's clock starts on the pipeline's: the teacher's and the blind policy's after
-    the flat run they started from, a student's after its teacher's last checkpoint."""
+    the flat run they started from, a student's after the teacher checkpoint it learned from."""
     start = (start_of(out) or {}).get("minutes", 0.0)
     if not stage.startswith("student_"):
         return start
-    teacher = next((r for r in stage_runs(out, "teacher") if r["seed"] == seed), None)
-    evals = (teacher or {}).get("evals") or (teacher or {}).get("checkpoints") or []
-    return start + (evals[-1]["wall_s"] / 60 if evals else 0.0)
+    teacher = teacher_of(out, record)
+    return start + (teacher["wall_s"] / 60 if teacher else 0.0)
 
 
 def estimator_error(record: dict) -> float | None:
@@ -222,7 +245,6 @@ HEADERS = [
 
 
 def summary_rows(out: Path, target: float, max_falls: float) -> list[list]:
-    teachers = {r["seed"]: r for r in stage_runs(out, "teacher")}
     rows = []
     for stage in STAGES:
         for record in stage_runs(out, stage):
@@ -231,16 +253,15 @@ def summary_rows(out: Path, target: float, max_falls: float) -> list[list]:
             best = min(evals, key=lambda e: e["velrmsd"]) if evals else {}
             reached = first_at(evals, target, max_falls)
             ratio = "-"
-            teacher_evals = [e for e in teachers.get(record["seed"], {}).get("evals", []) if "velrmsd" in e]
-            if stage.startswith("student_") and teacher_evals and last:
-                t = teacher_evals[-1]
+            t = teacher_of(out, record) if stage.startswith("student_") else None
+            if t and t.get("velrmsd") is not None and last:
                 if t["falls"]:
                     falls_text = f"{last['falls'] / t['falls']:.2f}"
                 else:  # '-': the teacher did not fall and the student did
                     falls_text = "0.00" if not last["falls"] else "-"
                 ratio = f"{last['velrmsd'] / t['velrmsd']:.2f} / {falls_text}"
             sps = record.get("train", {}).get("sps")
-            offset = offset_minutes(stage, out, record["seed"])
+            offset = offset_minutes(stage, out, record)
             rows.append(
                 [
                     stage,
@@ -276,7 +297,7 @@ def plot(out: Path, target: float) -> Path | None:
             evals = [e for e in record.get("evals", []) if e.get("velrmsd") is not None]
             if not evals:
                 continue
-            start = offset_minutes(stage, out, record["seed"])
+            start = offset_minutes(stage, out, record)
             minutes = [start + e["wall_s"] / 60 for e in evals]
             style = "-" if record["seed"] == min(r["seed"] for r in stage_runs(out, stage)) else "--"
             label = f"{stage} seed {record['seed']}"
@@ -305,9 +326,9 @@ def write_summary(out: Path, target: float, max_falls: float) -> str:
         f"Go1JoystickRoughTerrain: teacher {TEACHER}, blind {BLIND}, students "
         f"{', '.join(STUDENTS.values())}. Target: velrmsd <= {target:g} with falls <= {max_falls:g} "
         f"on the unmodified task; a student's goal: velrmsd <= {STUDENT_VELRMSD}x and falls <= "
-        f"{STUDENT_FALLS}x its teacher's last checkpoint (a falls ratio of '-': the teacher did not fall, "
-        f"the student did). Trained minutes: a stage's own training clock; pipeline minutes: from the "
-        f"start of the pipeline ({started}).\n\n{table}\n"
+        f"{STUDENT_FALLS}x the teacher checkpoint it learned from (a falls ratio of '-': the teacher "
+        f"did not fall, the student did). Trained minutes: a stage's own training clock; pipeline "
+        f"minutes: from the start of the pipeline ({started}).\n\n{table}\n"
     )
     (out / "terrain.md").write_text(text)
     plot(out, target)
@@ -332,6 +353,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=float,
         default=60.0,
         help="training minutes of the run the teacher and blind presets load (default 60: examples/go1_walk)",
+    )
+    p.add_argument(
+        "--teacher-checkpoint",
+        type=int,
+        default=None,
+        metavar="ITERATION",
+        help="the students learn from this checkpoint of their teacher (default: its newest)",
     )
     p.add_argument("--resume", action="store_true", help="go1_walk's --resume in each stage")
     p.add_argument("--smoke", action="store_true", help="tiny end-to-end check of every stage")

@@ -546,32 +546,49 @@ def test_go1_terrain_gives_each_student_its_own_seeds_teacher_and_the_blind_run_
     teacher_dir = tmp_path / "teacher" / "seed2" / "runs" / "strl_jax-seed2"
     assert f"algorithm.teacher_policy.checkpoint={teacher_dir}" in student
     assert go1_terrain.teacher_run(tmp_path, 2) == teacher_dir
+    chosen = go1_terrain.parse_args(["--out", str(tmp_path), "--teacher-checkpoint", "943"])
+    student = go1_terrain.stage_argv("student_distillation", 2, chosen)
+    assert f"algorithm.teacher_policy.checkpoint={teacher_dir / 'checkpoints' / '943'}" in student
 
 
 def test_go1_terrain_summary_compares_each_student_with_its_teacher(tmp_path):
     import go1_terrain
 
-    def stage(name, seed, evals, metrics=None):
+    def stage(name, seed, evals, metrics=None, teacher=None):
         folder = tmp_path / name / f"seed{seed}"
         run_dir = folder / "runs" / f"strl_jax-seed{seed}"
         run_dir.mkdir(parents=True)
         if metrics:
             (run_dir / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
         record = {"seed": seed, "run_dir": str(run_dir), "evals": evals, "train": {"sps": 3000.0}}
+        if teacher:
+            record["spec"] = {"overrides": ["seed=1", f'algorithm.teacher_policy.checkpoint="{teacher}"']}
         (folder / "runs.json").write_text(json.dumps({"runs": [record]}))
+        return record
 
     def ev(minutes, velrmsd, falls):
-        return {"wall_s": 60.0 * minutes, "env_steps": 1e6 * minutes, "velrmsd": velrmsd, "falls": falls}
+        return {
+            "iteration": 10 * minutes,
+            "wall_s": 60.0 * minutes,
+            "env_steps": 1e6 * minutes,
+            "velrmsd": velrmsd,
+            "falls": falls,
+        }
 
     stage("teacher", 1, [ev(60, 0.5, 0.1), ev(120, 0.38, 0.04)])
     errors = [{"estimator_rmse_base_lin_vel": e} for e in [1.0] * 5 + [0.2] * 10]
-    stage("student_tppo", 1, [ev(30, 0.6, 0.1), ev(60, 0.418, 0.06)], errors)
+    record = stage("student_tppo", 1, [ev(30, 0.6, 0.1), ev(60, 0.418, 0.06)], errors)
+    # a student of the teacher's iteration 600 (60 minutes) is compared with that checkpoint
+    chosen = go1_terrain.teacher_run(tmp_path, 1) / "checkpoints" / "600"
+    of_600 = stage("student_dagger", 1, [ev(30, 0.55, 0.15)], teacher=chosen)
     rows = go1_terrain.summary_rows(tmp_path, 0.40, 0.05)
-    teacher, student = rows
+    teacher, student, dagger = rows
     assert teacher[:3] == ["teacher", 1, "120.0"] and teacher[4] == "120.0"  # at the target at 120
     assert student[0] == "student_tppo" and student[4] == "never"
     assert student[8] == "1.10 / 1.50" and student[9] == "0.200"
-    assert go1_terrain.offset_minutes("student_tppo", tmp_path, 1) == 120.0
+    assert dagger[0] == "student_dagger" and dagger[8] == "1.10 / 1.50"
+    assert go1_terrain.offset_minutes("student_tppo", tmp_path, record) == 120.0
+    assert go1_terrain.offset_minutes("student_dagger", tmp_path, of_600) == 60.0
     assert "student_tppo" in go1_terrain.write_summary(tmp_path, 0.40, 0.05)
 
 
@@ -611,7 +628,7 @@ def test_go1_terrain_starts_teacher_and_blind_where_their_presets_load_counting_
     (folder / "runs.json").write_text(json.dumps({"runs": [{"seed": 1, "evals": evals, "train": {}}]}))
     (teacher,) = go1_terrain.summary_rows(out, 0.40, 0.05)
     assert teacher[2] == "30.0" and teacher[4] == "75.0"  # 30 trained minutes, 75 on the pipeline's clock
-    assert go1_terrain.offset_minutes("student_dagger", out, 1) == 75.0
+    assert go1_terrain.offset_minutes("student_dagger", out, {"seed": 1}) == 75.0
     with pytest.raises(SystemExit, match="holds runs that started from"):
         go1_terrain.run_stages(go1_terrain.parse_args([*one, "--set", "runner.load="]))
     assert len(calls) == 1
