@@ -462,8 +462,8 @@ def test_terrain_edge_integrates_commands_in_the_body_frame_and_finds_the_first_
         _init_q=jnp.zeros(7),
         sample_command=lambda _key, command: command,  # hold each command for good
     )
-    xy, yaw = terrain_edge.follow_commands(task, jax.random.PRNGKey(3), episodes=4, steps=50)
-    assert xy.shape == (50, 4, 2) and yaw.shape == (50, 4)
+    xy, yaw, error = terrain_edge.follow_commands(task, jax.random.PRNGKey(3), episodes=4, steps=50)
+    assert xy.shape == (50, 4, 2) and yaw.shape == (50, 4) and not error.any()
     speed = np.linalg.norm(np.diff(xy, axis=0), axis=-1) / task.dt  # constant |(vx, vy)| per episode
     np.testing.assert_allclose(speed, np.broadcast_to(speed[:1], speed.shape), rtol=1e-3)
     moved = np.diff(xy, axis=0)  # along the heading: at a fixed angle to it (the command's)
@@ -478,6 +478,19 @@ def test_terrain_edge_integrates_commands_in_the_body_frame_and_finds_the_first_
     path[:, 0, 0] = [0.0, 0.9, 1.5, 2.1, 2.5]  # episode 0 leaves at step 3, nears within 1 m at 2
     assert terrain_edge.leaving(path, rectangle, 0.0).tolist() == [3, -1]
     assert terrain_edge.leaving(path, rectangle, 1.0).tolist() == [2, -1]
+
+    # stopping short: the same commands, each move clipped to a box; what is clipped is the error
+    low, high = terrain_edge.inside((np.zeros(2), np.array([0.7, 0.7])), 0.1)
+    np.testing.assert_allclose([low, high], [[-0.6, -0.6], [0.6, 0.6]])
+    box = terrain_edge.follow_commands(task, jax.random.PRNGKey(3), episodes=4, steps=50, box=(low, high))
+    assert np.all(box.xy >= low - 1e-6) and np.all(box.xy <= high + 1e-6)
+    np.testing.assert_allclose(box.yaw, yaw, atol=1e-5)  # the yaw rate is always followed
+    free = np.concatenate([box.xy[:1], box.xy[:-1]])  # each step's start
+    velocity = np.diff(xy, axis=0, prepend=np.nan) / task.dt  # the command's world velocity
+    wanted = free[1:] + velocity[1:] * task.dt
+    removed = (wanted - np.clip(wanted, low, high)) / task.dt
+    np.testing.assert_allclose(box.error[1:], np.sum(removed**2, axis=-1), rtol=1e-3, atol=1e-6)
+    assert box.error.any() and (box.error == 0).any()
 
 
 def test_walk_falls_scores_each_episode_up_to_its_fall():
