@@ -21,8 +21,9 @@ were past the edge.
 `--stop-margins` prices staying on: a tracker that follows every command except the part that
 would take its base within the margin of the edge (each step's move clipped to the rectangle
 shrunk by the margin, the yaw rate always followed) never falls off, and its velrmsd over all
-steps (the benchmark's score, ||(vx, vy, yaw rate) - command||) is what a policy with no falls at
-the edge pays there at the least, however well it walks.
+steps (the benchmark's score, ||(vx, vy, yaw rate) - command||) is what stopping at the edge
+costs a policy that otherwise walks perfectly. It is not a lower bound: a policy that slowed down
+sooner, or spent some falls at the edge, could pay less.
 """
 
 from __future__ import annotations
@@ -142,6 +143,9 @@ def main(argv: list[str]) -> int:
     rectangle = terrain_rectangle(task.mj_model)
     if rectangle is None:
         raise SystemExit(f"error: {TASK}'s floor is not one heightfield")
+    half_width = float(min(rectangle[1]))
+    if any(m >= half_width for m in args.margins + args.stop_margins):
+        raise SystemExit(f"error: a margin must be under half the terrain's width, {half_width:g} m")
     key = jax.random.PRNGKey(args.seed)
     xy = follow_commands(task, key, args.episodes, args.steps).xy
     rows, results = [], []
