@@ -38,6 +38,7 @@ CHANGED = {
     "algorithm.entropy_coef": 0.0,
     "policy.init_noise_std": 0.5,
     "algorithm.clip_min_std": 0.2,
+    "algorithm.target_kl": 0.2,
     "algorithm.gamma": 0.99,
     "env.playground.reward_config.scales.tracking_lin_vel": 3.0,
     "env.playground.reward_config.scales.tracking_ang_vel": 2.0,
