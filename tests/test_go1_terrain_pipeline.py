@@ -179,3 +179,25 @@ def test_the_student_trains_exports_and_deploys_on_the_heightfield(student, tmp_
     task = native_task(load_policy(run).env.env, TASK, 8, None)
     assert np.any(np.asarray(task.model.geom_type) == 1) and task.model.nhfield == 1
     assert len(task.terminations) == 1  # and ends an episode off the field's edge, as the JAX env does
+
+
+def test_the_shipped_student_acts_on_what_a_go1_measures():
+    """examples/go1_rough_student's ONNX: the 45 measured values (no scan, no base velocity) and
+    its recurrent states in; joint targets and the estimated base velocity out."""
+    model = onnx.load(str(REPO / "examples" / "go1_rough_student" / "exported" / "policy.onnx"))
+    shapes = {
+        i.name: [d.dim_value or d.dim_param for d in i.type.tensor_type.shape.dim]
+        for i in [*model.graph.input, *model.graph.output]
+    }
+    assert shapes["obs"] == ["batch", MEASURED]
+    assert shapes["actions"] == ["batch", 12] and shapes["estimator"] == ["batch", 3]
+    components = json.loads({p.key: p.value for p in model.metadata_props}["obs_components"])
+    assert [name for name, _ in components] == [
+        "base_ang_vel",
+        "projected_gravity",
+        "dof_pos",
+        "dof_vel",
+        "last_action",
+        "command",
+    ]
+    assert sum(size for _, size in components) == MEASURED
