@@ -192,12 +192,7 @@ def test_the_shipped_student_acts_on_what_a_go1_measures():
     assert shapes["obs"] == ["batch", MEASURED]
     assert shapes["actions"] == ["batch", 12] and shapes["estimator"] == ["batch", 3]
     components = json.loads({p.key: p.value for p in model.metadata_props}["obs_components"])
-    assert [name for name, _ in components] == [
-        "base_ang_vel",
-        "projected_gravity",
-        "dof_pos",
-        "dof_vel",
-        "last_action",
-        "command",
-    ]
+    preset = resolve_config(STUDENTS[2], overrides=["algorithm.teacher_policy.checkpoint=x"])
+    # the estimator's inputs: `state` without base_lin_vel
+    assert [name for name, _ in components] == list(preset.policy.estimator_obs_components)
     assert sum(size for _, size in components) == MEASURED
