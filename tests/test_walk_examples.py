@@ -58,7 +58,7 @@ class Example:
     # command -> (linear, yaw) limit; the commands held are these
     limits: dict[tuple[float, float, float], tuple[float, float]]
     steps: int = STEPS  # how long each command is held
-    envs: int = ENVS  # starts per command (env key 0's first `envs`)
+    envs: int = ENVS  # starts per command, drawn from env key 0 (another count draws other starts)
 
 
 EXAMPLES = {
