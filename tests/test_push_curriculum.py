@@ -9,7 +9,6 @@ contacts: a step's velocity change is the kick) and on T1, a humanoid of Playgro
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from extras import require_playground
+from resumed_runs import rows_after_resume
 
 require_playground()
 
@@ -114,18 +114,8 @@ def test_the_evaluation_pushes_as_the_task_does():
 def test_a_run_logs_the_level_and_resumes_it_exactly(tmp_path):
     curriculum = f"env.push_curriculum={{up: {UP}, down: {DOWN}}}"
     args = ["--task", BLOCK, "--quiet", *SMALL, curriculum]
-    full, split = tmp_path / "full", tmp_path / "split"
-    assert train_main([*args, "--max_iterations", "4", "--log_dir", str(full)]) == 0
-    assert train_main([*args, "--max_iterations", "2", "--log_dir", str(split)]) == 0
-    assert train_main(["--resume", str(split), "--quiet", "--max_iterations", "4"]) == 0
-
-    def rows(run: Path) -> list[dict]:
-        lines = (run / "metrics.jsonl").read_text().splitlines()
-        drop = {"wall_time", "fps", "iteration_time"}
-        return [{k: v for k, v in json.loads(line).items() if k not in drop} for line in lines]
-
-    assert rows(split) == rows(full)
-    levels = [r["episode/push_level"] for r in rows(full) if "episode/push_level" in r]
+    rows = rows_after_resume(args, tmp_path)
+    levels = [r["episode/push_level"] for r in rows if "episode/push_level" in r]
     assert levels and max(levels) > 0  # finished episodes were pushed above the start level
 
 

@@ -336,15 +336,21 @@ def chosen_randomizer(task: str, env: Any, settings: PlaygroundSettings) -> Rand
     return None if randomizer is None else randomized_physics(env, randomizer)
 
 
+def observation_layouts(task: str, env: Any, config: Any, obs_layout: Any, obs: Any) -> LayoutOf:
+    """Each observation key's components: `env.obs_layout`'s (`obs_layout`), else the env's own
+    `obs_layout`, else the registry task's layout under its resolved `config` (None off the
+    registry)."""
+    named = named_layouts(task, env, obs_layout, obs)
+    return lambda key: named[key] if key in named else component_layout(task, key, config)
+
+
 def playground_vec_env(
     task: str, env: Any, config: Any, reset_state: Any, settings: PlaygroundSettings
 ) -> VecEnv:
     """One construction for every MJX env object: groups, named components (the registry task's
     layouts, the env's `obs_layout`, `env.obs_layout`), perception, randomiser, locomotion probe."""
     groups = observation_groups(task, reset_state.obs, settings.obs_groups or {})
-    named = named_layouts(task, env, settings.obs_layout, reset_state.obs)
-    registry_layout = lambda key: component_layout(task, key, config)  # noqa: E731 - None off the registry
-    layout_of = lambda key: named[key] if key in named else registry_layout(key)  # noqa: E731
+    layout_of = observation_layouts(task, env, config, settings.obs_layout, reset_state.obs)
     scan, depth = settings.height_scan, settings.forward_depth
     # the randomiser swaps the task env's own model; the contact rule and the edge wrap what is
     # simulated

@@ -302,6 +302,13 @@ def check_brax_settings(env_cfg) -> None:
             "T1JoystickFlatTerrain, G1JoystickFlatTerrain and the other tasks that push (and MJX envs "
             "of one's own with Playground's push_config)"
         )
+    if env_cfg.command_curriculum:
+        raise ConfigError(
+            f"env.command_curriculum scales the velocity commands of a MuJoCo Playground joystick task, "
+            f"not of Brax task {task!r}; valid: Go1JoystickFlatTerrain, Op3Joystick, "
+            "BerkeleyHumanoidJoystickFlatTerrain and the other joystick tasks (and MJX envs of one's own "
+            "that keep info['command'])"
+        )
     if env_cfg.randomizer:
         raise ConfigError(
             f"env.randomizer={env_cfg.randomizer!r} draws fields of an MJX model (Playground's randomiser "

@@ -19,6 +19,7 @@ import jax
 from strl_jax.agents.algorithms import algorithm_spec, env_groups
 from strl_jax.configs.loader import config_to_dict
 from strl_jax.configs.schema import RunnerConfig, TrainConfig
+from strl_jax.envs.command_curriculum import with_command_curriculum, without_command_curriculum
 from strl_jax.envs.push_curriculum import with_push_curriculum, without_push_curriculum
 from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.envs.vec_env import VecEnv, release_single_env_programs
@@ -119,17 +120,19 @@ def build_programs(cfg: TrainConfig) -> Programs:
 
 def training_env(cfg: TrainConfig) -> VecEnv:
     """The env the learner steps, with `env.auto_reset`'s source of fresh initial states (and
-    `env.push_curriculum`'s pushes)."""
+    `env.push_curriculum`'s pushes, `env.command_curriculum`'s commands)."""
     groups = env_groups(algorithm_spec(cfg.algorithm.class_name))
     env = make_env_from_config(cfg.env, extra_groups=groups).replace(auto_reset=cfg.env.auto_reset)
-    return with_push_curriculum(env, cfg.env.push_curriculum)
+    env = with_push_curriculum(env, cfg.env.push_curriculum)
+    return with_command_curriculum(env, cfg.env.command_curriculum, cfg.env.obs_layout)
 
 
 def evaluation_env(env: VecEnv, cfg: TrainConfig) -> VecEnv:
     """The evaluation's envs: only each env's first episode counts, so they never reset (the
-    evaluation program compiles no reset inside its steps), pushed as the task pushes (no
-    curriculum). Built from `env`: building one takes seconds."""
-    return without_push_curriculum(env).replace(num_envs=cfg.runner.num_eval_envs, auto_reset="none")
+    evaluation program compiles no reset inside its steps), pushed and commanded as the task
+    pushes and commands (no curriculum). Built from `env`: building one takes seconds."""
+    task_own = without_push_curriculum(without_command_curriculum(env))
+    return task_own.replace(num_envs=cfg.runner.num_eval_envs, auto_reset="none")
 
 
 def member_axis(cfg: TrainConfig, members: list[TrainConfig], env: VecEnv, learner: Learner) -> MemberAxis:
