@@ -21,6 +21,10 @@ barkour_walk (`generic`):
   sideways 0.5 m/s:  lin 0.190 / 0.178, yaw 0.149 / 0.146 -> 0.24, 0.19
   turning 1 rad/s:   lin 0.282 / 0.284, yaw 0.315 / 0.314 -> 0.36, 0.40 (Barkour's task commands
                      yaw rates within 0.7 rad/s: it turns at that)
+spot_walk (`generic`):
+  forward 1 m/s:     lin 0.179 / 0.214, yaw 0.135 / 0.134 -> 0.27, 0.17
+  sideways 0.5 m/s:  lin 0.137 / 0.135, yaw 0.110 / 0.116 -> 0.18, 0.15
+  turning 1 rad/s:   lin 0.112 / 0.116, yaw 0.147 / 0.142 -> 0.15, 0.19
 go1_rough_student (`generic`, on the task's heightfield, ROUGH_STEPS): only forward is held to a
 limit. Sideways it moves at about half the command (median 0.27 / 0.28, worst 0.47 / 0.44, where
 a standing robot errs by 0.5) and turning one of 16 JAX starts falls (worst yaw 0.68): limits
@@ -71,6 +75,11 @@ EXAMPLES = {
         task="BarkourJoystick",
         native="generic",
         limits={(1.0, 0.0, 0.0): (0.31, 0.15), (0.0, 0.5, 0.0): (0.24, 0.19), (0.0, 0.0, 1.0): (0.36, 0.40)},
+    ),
+    "spot_walk": Example(
+        task="SpotFlatTerrainJoystick",
+        native="generic",
+        limits={(1.0, 0.0, 0.0): (0.27, 0.17), (0.0, 0.5, 0.0): (0.18, 0.15), (0.0, 0.0, 1.0): (0.15, 0.19)},
     ),
     "go1_rough_student": Example(
         task="Go1JoystickRoughTerrain",
