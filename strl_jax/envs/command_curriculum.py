@@ -82,7 +82,7 @@ def command_curriculum_setting(config: Any) -> CommandCurriculumSetting | None:
     return read_section(CommandCurriculumSetting, config, f"env.{COMMAND_CURRICULUM}") if config else None
 
 
-def command_entries(layout_of: Callable[[str], Any], obs: Any) -> dict[str, np.ndarray]:
+def raw_command_entries(layout_of: Callable[[str], Any], obs: Any) -> dict[str, np.ndarray]:
     """`{observation key: indices}` of the entries that show the command (`WHOLE` for an
     observation that is one array), from each key's layout."""
     keys = list(obs) if isinstance(obs, Mapping) else [WHOLE]
@@ -230,7 +230,7 @@ def with_command_curriculum(env: Any, raw: Any, obs_layout: Any = None) -> Any:
         )
     task_env = config_holder(env.env)
     layout_of = observation_layouts(env.task, task_env, task_env._config, obs_layout, state.obs)  # noqa: SLF001
-    entries = command_entries(layout_of, state.obs)
+    entries = raw_command_entries(layout_of, state.obs)
     if not entries:
         raise ConfigError(
             f"env.{COMMAND_CURRICULUM}: task {env.task!r} shows no `command` component in its "
