@@ -1,6 +1,7 @@
 """`env.command_curriculum` (strl_jax.envs.command_curriculum): the training envs draw their
 commands as the task does, times a level per env that moves at each episode's start by the last
-episode's record (up after a time-out with the tracking term at the threshold, down after a fall)
+episode's record (up after a time-out with the tracking term at the threshold, down after any
+other episode: a fall, or a time-out below the threshold)
 and is carried from one episode to the next; the reward, the observation (every frame and key that
 shows the command) and later draws see the scaled command; the evaluation commands as the task
 does; the level is logged and resumes exactly; bad settings and tasks are refused by name.
@@ -114,12 +115,13 @@ def test_commands_are_the_tasks_times_a_level_that_moves_with_each_episodes_reco
             shown(out["obs"], key, first), shown(task["obs"], key, first) * level[..., None], atol=1e-6
         )
     # the level moves at each episode's first step by the episode before: up after a time-out
-    # that tracked at the threshold on average, down after a fall, clipped to [0, 1]
+    # that tracked at the threshold on average, down after any other (a fall, or a time-out below
+    # the threshold), clipped to [0, 1]
     finished = result.terminated | result.truncated
     after = out["after"]
     record_level, tracked, steps, fell = (after[k] for k in (LEVEL, TRACKED, STEPS, FELL))
     good = (fell == 0) & (tracked >= THRESHOLD * steps)
-    expected_next = np.clip(record_level + UP * good - DOWN * fell, 0.0, 1.0)
+    expected_next = np.clip(record_level + UP * good - DOWN * ~good, 0.0, 1.0)
     t, e = np.nonzero(finished[:-1])
     np.testing.assert_allclose(level[t + 1, e], expected_next[t, e], atol=1e-6)
     np.testing.assert_allclose(fell[t, e], result.terminated[t, e])
@@ -142,7 +144,9 @@ def test_commands_are_the_tasks_times_a_level_that_moves_with_each_episodes_reco
     moved = level[t + 1, e] - record_level[t, e]
     assert (moved > 0).sum() >= 5 and (moved < 0).sum() >= 5
     assert (level == 0).sum() > 0 and (good[t, e] == 0).sum() >= 5
-    assert (result.truncated[t, e] & (good[t, e] == 0)).sum() >= 2
+    timed_out_below = result.truncated[t, e] & ~good[t, e]
+    assert timed_out_below.sum() >= 2
+    assert (moved[timed_out_below] < 0).sum() >= 1  # a time-out below the bar steps down
 
 
 def test_the_evaluation_commands_as_the_task_does():

@@ -92,10 +92,10 @@ class EnvConfig:
     push_curriculum: dict = field(default_factory=dict)
     # Playground joystick tasks: the training envs' commands are the task's draws times a level per
     # env, which rises by `up` after each episode that ends by a time-out with the linear-tracking
-    # term at least `threshold` of its maximum on average and drops by `down` after each fall, from
+    # term at least `threshold` of its maximum on average and drops by `down` after any other, from
     # `start` (strl_jax.envs.command_curriculum; legged_gym's commands.curriculum, per env); the
     # evaluation, play and deploy draw the task's own commands. {} is off; {start: 0.2, up: 0.1,
-    # down: 0.0, threshold: 0.8} are the defaults of any key left out.
+    # down: 0.1, threshold: 0.8} are the defaults of any key left out.
     command_curriculum: dict = field(default_factory=dict)
 
 

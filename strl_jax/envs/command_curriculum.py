@@ -10,8 +10,16 @@ linear-tracking reward of the finished episodes passes 80% of its maximum
 (`LeggedRobot.update_command_curriculum` in https://github.com/leggedrobotics/legged_gym). Here
 each env keeps a level of its own, as the push curriculum (`strl_jax.envs.push_curriculum`) does:
 at the start of each episode its level moves up by `up` if its last episode ended by a time-out
-with the task's linear-tracking term at least `threshold` of its maximum on average, down by
-`down` if it ended in a fall; every command of the episode is the task's draw times the level.
+with the task's linear-tracking term at least `threshold` of its maximum on average, and down by
+`down` otherwise (a fall, or a time-out below the bar); every command of the episode is the task's
+draw times the level.
+
+Why down after a time-out below the bar, not only after a fall: a robot that stands still tracks a
+small command well, and its episodes' draws scatter, so some of its episodes pass the bar by luck.
+A level that only fell after falls would ratchet up on those (a standing Op3's levels rose from
+0.2 to 0.6 in an hour that way). With steps both ways an env's level settles where its episodes
+pass the bar at the rate `down / (up + down)` (half of them by default): a standing robot's stays
+where standing passes that often, and a level above it takes a robot that moves.
 
 What "times the level" touches: the command in the state's `info` (the reward tracks it), each
 component of a later draw as the task makes it (Go1's draw keeps some components of the current
@@ -64,7 +72,7 @@ class CommandCurriculumSetting:
 
     start: float = key(number(minimum=0.0), 0.2)
     up: float = key(number(minimum=0.0), 0.1)
-    down: float = key(number(minimum=0.0), 0.0)
+    down: float = key(number(minimum=0.0), 0.1)
     threshold: float = key(number(minimum=0.0), 0.8)
 
     def check(self, where: str) -> None:
@@ -140,8 +148,10 @@ class CommandCurriculum:
         """The level of the episode `info` is in: at its first state, the last episode's level
         moved by that episode's record; afterwards, as it is."""
         s = self.setting
-        tracked_well = (info[STEPS] > 0) & (info[FELL] == 0) & (info[TRACKED] >= s.threshold * info[STEPS])
-        moved = jnp.clip(info[LEVEL] + s.up * tracked_well - s.down * info[FELL], 0.0, 1.0)
+        ended = info[STEPS] > 0  # the first episode of a run has no record
+        tracked_well = ended & (info[FELL] == 0) & (info[TRACKED] >= s.threshold * info[STEPS])
+        missed = ended & ~tracked_well
+        moved = jnp.clip(info[LEVEL] + s.up * tracked_well - s.down * missed, 0.0, 1.0)
         return jnp.where(info[FRESH] > 0, moved, info[LEVEL]).astype(jnp.float32)
 
     def begin(self, state: Any) -> Any:
