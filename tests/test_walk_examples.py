@@ -100,10 +100,10 @@ EXAMPLES = {
 def check_tracking(episodes: list[dict], example: Example, command, where: str) -> None:
     fell = [e for e, out in enumerate(episodes) if out["fell"] != 0.0]
     assert len(fell) <= example.max_falls, f"command {command}, {where}: envs {fell} fell: {episodes}"
-    standing = [out for out in episodes if out["fell"] == 0.0]
-    for out in standing:
+    upright = [out for out in episodes if out["fell"] == 0.0]
+    for out in upright:
         assert out["length"] == example.steps, f"command {command}, {where}: {out}"
-    lin, yaw = worst_errors(standing)
+    lin, yaw = worst_errors(upright)
     lin_limit, yaw_limit = example.limits[tuple(command)]
     assert lin <= lin_limit and yaw <= yaw_limit, (
         f"command {command} {where}: RMS error {lin:.3f} m/s (limit {lin_limit}), "
