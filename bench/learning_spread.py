@@ -63,20 +63,20 @@ class Case(NamedTuple):
 CASES: dict[str, Case] = {
     # the conftest fixture `pendulum_expert` always trains optimised, whichever module asks first
     "expert": Case("conftest", True),
-    "imitation": Case("test_amp_imitation", True),
+    "imitation": Case("test_amp_imitation", False),
     "memory": Case("test_recurrent", True),
-    "students": Case("test_teacher_student", True),
+    "students": Case("test_teacher_student", False),
     "balance": Case("test_training", True),
-    "tanh": Case("test_tanh_gaussian", True),
+    "tanh": Case("test_tanh_gaussian", False),
     "estimator": Case("test_estimator_training", False),
     "mirror": Case("test_symmetry", False),
     "discriminator": Case("test_appo", False),
     "reward_scale": Case("test_gpu_presets", False),
     "part": Case("test_parts", False),
     "dagger": Case("test_update_options", False),
-    "pretraining": Case("test_two_stage", True),
+    "pretraining": Case("test_two_stage", False),
     "strider": Case("test_custom_robot_example", False),
-    "dataset_pull": Case("test_two_stage", True),
+    "dataset_pull": Case("test_two_stage", False),
     "go1_flat": Case("test_playground_training", True),
 }
 

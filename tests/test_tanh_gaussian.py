@@ -132,7 +132,6 @@ def test_combinations_that_cannot_work_are_refused(overrides, message):
         resolve_config("inverted_pendulum", overrides=overrides)
 
 
-@pytest.mark.quick_compile
 def test_population_with_swept_init_std_starts_each_member_at_its_std():
     """Members built inside the vmap, the initial std traced into the std head's bias: each
     member's initial std is its own swept value (2 seeds x 2 values, seeds varying fastest)."""
