@@ -25,6 +25,7 @@ import numpy as np
 from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.errors import ConfigError
 from strl_jax.native_episodes import (
+    KEEP_START_COMMAND,
     NATIVE_PATHS,
     CommandProcess,
     Comparison,
@@ -86,6 +87,9 @@ def held_command_episodes(
     jax_steps = jax_held_episodes(loaded, commands, envs, steps, seed)
     jax_seconds = (time.perf_counter() - begin) / len(commands)
     task = native_task_of(loaded, steps) if native == "hand" else None
+    if task is None:  # one simulation for every command: each start holds its own
+        sim = generic_simulation(loaded, envs, steps, KEEP_START_COMMAND)
+        entries = policy_entries(loaded, sim.vec.components.get("policy", ()), policy.layout)
     out = []
     for i, command in enumerate(commands):
         steps_i = {k: np.asarray(v)[i] for k, v in jax_steps.items() if k != "start"}
@@ -97,8 +101,6 @@ def held_command_episodes(
             process = CommandProcess(task, rng, fixed=held)
             native_metrics = [native_episode(task, policy, start, process) for start in starts]
         else:
-            sim = generic_simulation(loaded, envs, steps, held)
-            entries = policy_entries(loaded, sim.vec.components.get("policy", ()), policy.layout)
             start = row(jax_steps["start"], i)
             native_metrics = [generic_episode(sim, policy, row(start, e), entries) for e in range(envs)]
         native_seconds = time.perf_counter() - begin

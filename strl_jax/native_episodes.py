@@ -35,7 +35,7 @@ import numpy as np
 from strl_jax.checkpoints.orbax_checkpoints import locate
 from strl_jax.envs import native_mujoco as nm
 from strl_jax.envs import native_physics as npx
-from strl_jax.envs.commands import with_command
+from strl_jax.envs.commands import keeping_command, with_command
 from strl_jax.envs.playground_env import flatten
 from strl_jax.envs.tasks import make_env_from_config
 from strl_jax.errors import ConfigError, ExportError
@@ -48,6 +48,8 @@ NATIVE_PATHS = ("generic", "hand")
 # Observation-noise levels of Playground tasks' configs (Go1, G1, T1, ...; H1; Op3): deploy sets
 # the ones a task has to 0.
 NOISE_LEVEL_KEYS = ("noise_config.level", "obs_noise.level", "obs_noise")
+# `generic_simulation(command=...)`: each episode holds the command its start state holds.
+KEEP_START_COMMAND = "start"
 
 
 # ---- the exported policy -----------------------------------------------------------------------
@@ -189,10 +191,13 @@ def generic_simulation(
     loaded: Any, episodes: int, episode_length: int | None, command: Any = None
 ) -> npx.NativeSimulation:
     """The run's env on nominal, noise-free physics (`episodes` envs, holding `command` where
-    given), its physics replaced by C MuJoCo's (`strl_jax.envs.native_physics`)."""
+    given, or `KEEP_START_COMMAND`: the command of each episode's start), its physics replaced by
+    C MuJoCo's (`strl_jax.envs.native_physics`)."""
     env_cfg = nominal_env_config(loaded.cfg.env, episode_length, noise_level_keys(loaded.env.env))
     env = make_env_from_config(env_cfg, num_envs=episodes)
-    if command is not None:
+    if isinstance(command, str) and command == KEEP_START_COMMAND:
+        env = keeping_command(env)
+    elif command is not None:
         env = with_command(env, command)
     return npx.native_simulation(env)
 

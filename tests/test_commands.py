@@ -8,12 +8,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_mutex import command_env
+from test_mutex import CommandEnv, command_env
 from tiny_config import tiny
 
 from strl_jax.configs.loader import resolve_config
 from strl_jax.envs import make_env_from_config
-from strl_jax.envs.commands import NEVER, RESAMPLE_COUNTER, with_command
+from strl_jax.envs.commands import NEVER, RESAMPLE_COUNTER, keeping_command, with_command
 from strl_jax.errors import ConfigError
 
 COMMAND = (0.5, 0.0, -1.0)
@@ -34,6 +34,40 @@ def test_held_command_is_in_effect_and_observed_from_the_first_step():
         # the env resamples (adds 1) inside its step: the reward saw the held command
         np.testing.assert_allclose(res.reward, COMMAND[0] + 1.0)
     assert env.observation_shapes() == {"policy": (4,), "critic": (4,)}
+
+
+class InPlaceCommandEnv(CommandEnv):
+    """CommandEnv whose step also writes the new command into the state it was given, as
+    Playground's tasks write into `state.info`."""
+
+    def step(self, state, action):
+        nxt = super().step(state, action)
+        state.info["command"] = nxt.info["command"]
+        return nxt
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_keeping_the_start_command_holds_whichever_command_the_start_held(in_place):
+    """`keeping_command`: episodes started from `with_command(env, c)`'s states hold `c` (the env's
+    own step would change it, in place or not), each in the same compiled step, and observe it."""
+    env = command_env(2, 20)
+    env = env.replace(env=InPlaceCommandEnv()) if in_place else env
+    kept = keeping_command(env)
+    traces = []
+
+    def step(state, action):
+        traces.append(1)
+        return kept.step(state, action)
+
+    step = jax.jit(step)
+    for command in (COMMAND, (0.0, 0.3, 0.7)):
+        state, _ = with_command(env, command).reset(jax.random.PRNGKey(0))
+        for _ in range(3):
+            state, res = step(state, jnp.ones((2, 1)))
+            np.testing.assert_allclose(state.brax_state.info["command"], np.tile(command, (2, 1)))
+            np.testing.assert_array_equal(state.brax_state.info[RESAMPLE_COUNTER], NEVER)
+            np.testing.assert_allclose(res.obs["policy"][:, 1:4], np.tile(command, (2, 1)))
+    assert len(traces) == 1
 
 
 def test_a_task_without_a_joystick_command_is_refused_by_name():

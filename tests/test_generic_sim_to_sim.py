@@ -222,6 +222,28 @@ def test_contacts_beyond_mjx_layout_convert_with_the_deepest_per_pair():
         assert (fitted.efc_id[a : a + rows] == new).all()
 
 
+def test_the_host_conversion_is_put_data_left_on_the_host():
+    """`host_put_data` (what each native control step converts) gives `mjx.put_data`'s tree: the
+    same structure, and per leaf the same dtype, shape and values, as numpy arrays that the jitted
+    phase moves in one dispatch."""
+    from mujoco import mjx  # noqa: PLC0415 - heavy import
+
+    model = mujoco.MjModel.from_xml_string(BOXES_ON_TERRAIN)
+    model.hfield_data[:] = np.random.default_rng(1).uniform(0, 1, model.hfield_data.size)
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    data = npx.fit_contacts(model, data)
+    on_device, on_host = mjx.put_data(model, data, impl=npx.NATIVE_IMPL), npx.host_put_data(model, data)
+    assert jax.tree.structure(on_host) == jax.tree.structure(on_device)
+    for (path, want), got in zip(
+        jax.tree_util.tree_leaves_with_path(on_device), jax.tree.leaves(on_host), strict=True
+    ):
+        assert isinstance(got, np.ndarray), path
+        assert (got.dtype, got.shape) == (want.dtype, want.shape), path
+        np.testing.assert_array_equal(got, np.asarray(want), err_msg=str(path))
+    assert isinstance(mjx.put_data(model, data, impl=npx.NATIVE_IMPL).qpos, jax.Array)  # MJX left as it was
+
+
 class FrozenEnv(mjx_env.MjxEnv):
     """A Playground env whose step leaves the physics alone (no `mjx_env.step`)."""
 

@@ -78,24 +78,41 @@ def show_command(obs: dict[str, jax.Array], entries: dict[str, np.ndarray], comm
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class HeldCommandEnv:
-    """A single env whose command stays `command`; everything else is the wrapped env's."""
+    """A single env whose command stays `command` (`None`: the command each step's state came in
+    with); everything else is the wrapped env's."""
 
     env: Any
-    command: jax.Array
+    command: jax.Array | None
 
     def __getattr__(self, name: str) -> Any:
         if name == "env":  # not yet set (e.g. while copying): no recursion
             raise AttributeError(name)
         return getattr(self.env, name)
 
-    def hold(self, state: Any) -> Any:
-        return state.replace(info=hold_in_info(state.info, self.command))
+    def held(self, state: Any) -> jax.Array:
+        """The command to hold after a step from `state` (or after the reset giving it)."""
+        return state.info["command"] if self.command is None else self.command
 
     def reset(self, key: jax.Array) -> Any:
-        return self.hold(self.env.reset(key))
+        state = self.env.reset(key)
+        return state.replace(info=hold_in_info(state.info, self.held(state)))
 
     def step(self, state: Any, action: jax.Array) -> Any:
-        return self.hold(self.env.step(state, action))
+        command = self.held(state)  # before the step: Playground's steps write into `state.info`
+        nxt = self.env.step(state, action)
+        return nxt.replace(info=hold_in_info(nxt.info, command))
+
+
+def showing_held_command(env: VecEnv, command: jax.Array | None, size: int) -> VecEnv:
+    """`env` holding `command` (`None`: the state's own), shown in every observation entry a
+    `command` component names."""
+    entries = command_entries(env, size)
+    inner = env.observe
+
+    def observe(state: Any) -> dict[str, jax.Array]:
+        return show_command(inner(state), entries, state.info["command"])
+
+    return env.replace(env=HeldCommandEnv(env.env, command), observe=observe)
 
 
 def with_command(env: VecEnv, command: Sequence[float] | jax.Array) -> VecEnv:
@@ -107,10 +124,11 @@ def with_command(env: VecEnv, command: Sequence[float] | jax.Array) -> VecEnv:
     command = jnp.asarray(command, jnp.float32)
     if command.ndim != 1:
         raise ConfigError(f"a held command is one vector (vx, vy, yaw rate), got shape {command.shape}")
-    entries = command_entries(env, command.shape[0])
-    inner = env.observe
+    return showing_held_command(env, command, command.shape[0])
 
-    def observe(state: Any) -> dict[str, jax.Array]:
-        return show_command(inner(state), entries, state.info["command"])
 
-    return env.replace(env=HeldCommandEnv(env.env, command), observe=observe)
+def keeping_command(env: VecEnv, size: int = 3) -> VecEnv:
+    """`env` in which every step keeps the command its state came in with: an episode started
+    from a state of `with_command(env, c)` holds `c`, whichever `c` it is, in one program traced
+    once (the native simulation's phases, which are traced per env rather than vmapped)."""
+    return showing_held_command(env, None, size)

@@ -318,18 +318,55 @@ def fit_contacts(model: Any, data: Any) -> Any:
     return fitted
 
 
-def to_mjx(sim: NativeSimulation, data: Any) -> Any:
-    """The native data as MJX data (`mujoco.mjx.put_data`, MJX's JAX implementation); a state with
-    more contacts than MJX's layout holds converts with the deepest per pair (`fit_contacts`)."""
-    from mujoco import mjx  # noqa: PLC0415 - heavy import, only where simulated
+class _HostOnlyJax:
+    """The `jax` module as `mujoco.mjx`'s io module sees it inside `host_put_data`: every name
+    forwards to jax, except `device_put`, which leaves the tree on the host."""
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(jax, name)
+
+    @staticmethod
+    def device_put(tree: Any, *_args: Any, **_kwargs: Any) -> Any:
+        return tree
+
+
+def _host_leaf(leaf: Any) -> Any:
+    """A numpy array of the dtype JAX would give the leaf (float64 -> float32 without x64)."""
+    value = np.asarray(leaf)
+    return value.astype(jax.dtypes.canonicalize_dtype(value.dtype), copy=False)
+
+
+def host_put_data(model: Any, data: Any) -> Any:
+    """`mujoco.mjx.put_data(model, data, impl="jax")` with numpy leaves of the same values, dtypes
+    and shapes. MJX builds the tree on the host and then moves it to the device leaf by leaf
+    (`jax.device_put`, then a cast of each leaf): about two thirds of a native control step. The
+    jitted phase that takes the tree moves it in its own dispatch instead. Where MJX's io module
+    is laid out otherwise, the tree comes back on the device, as `put_data` gives it."""
+    from mujoco import mjx  # noqa: PLC0415 - heavy import, only where simulated
+    from mujoco.mjx._src import io as mjx_io  # noqa: PLC0415 - the module whose transfer is deferred
+
+    original = getattr(mjx_io, "jax", None)
+    if original is jax:
+        mjx_io.jax = _HostOnlyJax()
+    try:
+        tree = mjx.put_data(model, data, impl=NATIVE_IMPL)
+    finally:
+        if original is jax:
+            mjx_io.jax = original
+    return jax.tree.map(_host_leaf, tree)
+
+
+def to_mjx(sim: NativeSimulation, data: Any) -> Any:
+    """The native data as MJX data (`mujoco.mjx.put_data`, MJX's JAX implementation, numpy leaves:
+    `host_put_data`); a state with more contacts than MJX's layout holds converts with the deepest
+    per pair (`fit_contacts`)."""
     with contact_rule_of(sim.vec.env):  # the layout the env's own states have
         try:
-            return mjx.put_data(sim.model, data, impl=NATIVE_IMPL)
+            return host_put_data(sim.model, data)
         except ValueError:  # more contacts or constraints than MJX's fixed layout holds
             pass
         try:
-            return mjx.put_data(sim.model, fit_contacts(sim.model, data), impl=NATIVE_IMPL)
+            return host_put_data(sim.model, fit_contacts(sim.model, data))
         except ValueError as err:  # constraints other than contacts exceed the layout
             message = f"task {sim.task!r}: C MuJoCo's state does not fit MJX's layout: {err}"
             raise ConfigError(message) from None
