@@ -17,23 +17,28 @@ from strl_jax.train_loops.ppo_update import early_stop
 
 def test_early_stop_skips_the_passing_step_and_every_later_one():
     """KLs 0.1, 0.35, 0.1 under target 0.2 (bound 0.3): the first step is kept, the second and
-    third are skipped although the third's KL is small again."""
+    third are skipped although the third's KL is small again. The rate (the core's last part)
+    takes the stopping minibatch's adaptive decrease and no later one."""
 
     def step(carry, kl):
         core, stopped = carry
-        after = core + 1.0  # a step adds one
+        params, opt_state, rate = core
+        after = (params + 1.0, opt_state + 1.0, rate / 1.5)  # a step adds one; the rate falls
         core, stopped, metrics = early_stop(0.2, core, after, stopped, {"kl": kl})
         return (core, stopped), (core, metrics["kl_stopped"])
 
-    start = (jnp.zeros(()), jnp.zeros((), bool))
-    _, (cores, skipped) = jax.lax.scan(step, start, jnp.array([0.1, 0.35, 0.1]))
-    np.testing.assert_array_equal(cores, [1.0, 1.0, 1.0])
+    start = ((jnp.zeros(()), jnp.zeros(()), jnp.ones(())), jnp.zeros((), bool))
+    _, ((params, opt_state, rates), skipped) = jax.lax.scan(step, start, jnp.array([0.1, 0.35, 0.1]))
+    np.testing.assert_array_equal(params, [1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(opt_state, [1.0, 1.0, 1.0])
+    np.testing.assert_allclose(rates, [1 / 1.5, 1 / 1.5**2, 1 / 1.5**2], rtol=1e-6)
     np.testing.assert_array_equal(skipped, [0.0, 1.0, 1.0])
 
 
 def test_early_stop_off_takes_every_step():
-    core, stopped, metrics = early_stop(None, jnp.zeros(()), jnp.ones(()), jnp.zeros((), bool), {"kl": 9.0})
-    assert float(core) == 1.0 and "kl_stopped" not in metrics and not bool(stopped)
+    before, after = (jnp.zeros(()),) * 3, (jnp.ones(()),) * 3
+    core, stopped, metrics = early_stop(None, before, after, jnp.zeros((), bool), {"kl": 9.0})
+    assert [float(c) for c in core] == [1.0] * 3 and "kl_stopped" not in metrics and not bool(stopped)
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +70,14 @@ def test_a_bound_every_step_passes_freezes_the_policy(runs):
     assert [r["kl_stopped"] for r in runs["always"]] == [1.0, 1.0, 1.0]
     assert all(r["mean_noise_std"] == pytest.approx(init_std, abs=1e-7) for r in runs["always"])
     assert abs(runs["off"][-1]["mean_noise_std"] - init_std) > 1e-3
+
+
+def test_the_stopping_minibatch_still_moves_the_adaptive_rate(runs):
+    """Each update stops at its first minibatch, whose KL (zero change: about kl_epsilon per action
+    dimension) is below half the desired KL, so rsl_rl's rule raises the rate 1.5x once per
+    update. A stop that also restored the rate would hold it at 1e-3 x 1.5 for good."""
+    rates = [r["learning_rate"] for r in runs["always"]]
+    np.testing.assert_allclose(rates, [1e-3 * 1.5, 1e-3 * 1.5**2, 1e-3 * 1.5**3], rtol=1e-6)
 
 
 @pytest.mark.parametrize("value", ["0", "-0.1", ".nan"])

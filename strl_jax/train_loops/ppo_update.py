@@ -227,15 +227,23 @@ def minibatch_update_fn(
 
 
 def early_stop(target_kl: float | None, before, after, stopped: jax.Array, metrics: dict):
-    """`(core, stopped, metrics)` after one minibatch under `algorithm.target_kl`: steps are taken
-    until a minibatch's KL (to the acting policy, before its step) passes 1.5 x target_kl; that
-    step and every later one of the update are skipped (stable-baselines3's early stop), and the
-    skipped share of the update's steps is the `kl_stopped` metric."""
+    """`(core, stopped, metrics)` after one minibatch under `algorithm.target_kl`, core =
+    (trainable, opt_state, lr): steps are taken until a minibatch's KL (to the acting policy,
+    before its step) passes 1.5 x target_kl; that step and every later one of the update are
+    skipped (stable-baselines3's early stop), and the skipped share of the update's steps is the
+    `kl_stopped` metric.
+
+    The stopping minibatch's KL was measured, so the rate the adaptive schedule set from it stands
+    (one rsl_rl decrease); the later skipped minibatches leave the rate alone. Restoring it too
+    would hold a rate that is far too large for good: every update would stop on the KL that rate
+    causes before the rule could lower it."""
     if target_kl is None:
         return after, stopped, metrics
-    stopped = stopped | (metrics["kl"] > 1.5 * target_kl)
-    core = jax.tree.map(lambda old, new: jnp.where(stopped, old, new), before, after)
-    return core, stopped, {**metrics, "kl_stopped": stopped.astype(jnp.float32)}
+    stopping = stopped | (metrics["kl"] > 1.5 * target_kl)
+    (*kept_before, rate_before), (*kept_after, rate_after) = before, after
+    kept = jax.tree.map(lambda old, new: jnp.where(stopping, old, new), kept_before, kept_after)
+    rate = jnp.where(stopped, rate_before, rate_after)
+    return (*kept, rate), stopping, {**metrics, "kl_stopped": stopping.astype(jnp.float32)}
 
 
 def ppo_update(
