@@ -18,7 +18,7 @@ from strl_jax.train_loops.ppo_update import early_stop
 def test_early_stop_skips_the_passing_step_and_every_later_one():
     """KLs 0.1, 0.35, 0.1 under target 0.2 (bound 0.3): the first step is kept, the second and
     third are skipped although the third's KL is small again. The rate (the core's last part)
-    takes the stopping minibatch's adaptive decrease and no later one."""
+    follows every minibatch's adaptive change, skipped or not."""
 
     def step(carry, kl):
         core, stopped = carry
@@ -31,7 +31,7 @@ def test_early_stop_skips_the_passing_step_and_every_later_one():
     _, ((params, opt_state, rates), skipped) = jax.lax.scan(step, start, jnp.array([0.1, 0.35, 0.1]))
     np.testing.assert_array_equal(params, [1.0, 1.0, 1.0])
     np.testing.assert_array_equal(opt_state, [1.0, 1.0, 1.0])
-    np.testing.assert_allclose(rates, [1 / 1.5, 1 / 1.5**2, 1 / 1.5**2], rtol=1e-6)
+    np.testing.assert_allclose(rates, [1 / 1.5, 1 / 1.5**2, 1 / 1.5**3], rtol=1e-6)
     np.testing.assert_array_equal(skipped, [0.0, 1.0, 1.0])
 
 
@@ -72,12 +72,13 @@ def test_a_bound_every_step_passes_freezes_the_policy(runs):
     assert abs(runs["off"][-1]["mean_noise_std"] - init_std) > 1e-3
 
 
-def test_the_stopping_minibatch_still_moves_the_adaptive_rate(runs):
-    """Each update stops at its first minibatch, whose KL (zero change: about kl_epsilon per action
-    dimension) is below half the desired KL, so rsl_rl's rule raises the rate 1.5x once per
-    update. A stop that also restored the rate would hold it at 1e-3 x 1.5 for good."""
+def test_the_adaptive_rate_follows_the_skipped_minibatches_kl(runs):
+    """Every step skipped, so every minibatch's KL is that of zero change (about kl_epsilon per
+    action dimension), below half the desired KL: rsl_rl's rule raises the rate 1.5x on each of
+    the update's 4 minibatches, up to its cap of 1e-2. A stop that restored the rate would hold
+    it at 1e-3."""
     rates = [r["learning_rate"] for r in runs["always"]]
-    np.testing.assert_allclose(rates, [1e-3 * 1.5, 1e-3 * 1.5**2, 1e-3 * 1.5**3], rtol=1e-6)
+    np.testing.assert_allclose(rates, [1e-3 * 1.5**4, 1e-2, 1e-2], rtol=1e-6)
 
 
 @pytest.mark.parametrize("value", ["0", "-0.1", ".nan"])

@@ -233,17 +233,16 @@ def early_stop(target_kl: float | None, before, after, stopped: jax.Array, metri
     skipped (stable-baselines3's early stop), and the skipped share of the update's steps is the
     `kl_stopped` metric.
 
-    The stopping minibatch's KL was measured, so the rate the adaptive schedule set from it stands
-    (one rsl_rl decrease); the later skipped minibatches leave the rate alone. Restoring it too
-    would hold a rate that is far too large for good: every update would stop on the KL that rate
-    causes before the rule could lower it."""
+    Only the parameter steps are skipped: the rate follows the adaptive schedule on every
+    minibatch's measured KL, as rsl_rl's would (a large KL lowers it on each minibatch left).
+    Restoring it as well would keep a rate that is far too large: each update's first minibatch
+    (KL about zero) raises it 1.5x and its stopping one lowers it 1.5x, a fixed point."""
     if target_kl is None:
         return after, stopped, metrics
-    stopping = stopped | (metrics["kl"] > 1.5 * target_kl)
-    (*kept_before, rate_before), (*kept_after, rate_after) = before, after
-    kept = jax.tree.map(lambda old, new: jnp.where(stopping, old, new), kept_before, kept_after)
-    rate = jnp.where(stopped, rate_before, rate_after)
-    return (*kept, rate), stopping, {**metrics, "kl_stopped": stopping.astype(jnp.float32)}
+    stopped = stopped | (metrics["kl"] > 1.5 * target_kl)
+    (*kept_before, _), (*kept_after, rate) = before, after
+    kept = jax.tree.map(lambda old, new: jnp.where(stopped, old, new), kept_before, kept_after)
+    return (*kept, rate), stopped, {**metrics, "kl_stopped": stopped.astype(jnp.float32)}
 
 
 def ppo_update(
