@@ -235,8 +235,9 @@ def early_stop(target_kl: float | None, before, after, stopped: jax.Array, metri
 
     Only the parameter steps are skipped: the rate follows the adaptive schedule on every
     minibatch's measured KL, as rsl_rl's would (a large KL lowers it on each minibatch left).
-    Restoring it as well would keep a rate that is far too large: each update's first minibatch
-    (KL about zero) raises it 1.5x and its stopping one lowers it 1.5x, a fixed point."""
+    Restored with the parameters, a rate far too large would stay: the rule raises it on an
+    update's first minibatches (KL about zero), and its decreases come on the minibatches the stop
+    skips."""
     if target_kl is None:
         return after, stopped, metrics
     stopped = stopped | (metrics["kl"] > 1.5 * target_kl)
