@@ -467,11 +467,18 @@ def export_rsl_rl(loaded: LoadedPolicy, out_dir: Path) -> list[Path]:
     """Write `model_<iteration>.pt`, which rsl_rl 5.x's `OnPolicyRunner.load` accepts, and beside it
     `train_cfg.yaml`, the `train_cfg` that builds the same network (env observation groups `policy`
     and `critic`); returns the paths. rsl_rl's policy does not clip: its env wrapper clips actions.
-    rsl_rl has no tanh-squashed policy: `policy.distribution: tanh_gaussian` is refused."""
+    rsl_rl has no tanh-squashed policy (`policy.distribution: tanh_gaussian`) and its normaliser no
+    clip (`runner.normalizer_clip`): both are refused."""
     if loaded.cfg.policy.distribution != GAUSSIAN:
         raise ExportError(
             f"--format rsl_rl writes rsl_rl's Gaussian policy; this run's policy.distribution is "
             f"{loaded.cfg.policy.distribution!r} (valid for rsl_rl: {GAUSSIAN!r}); use --format onnx"
+        )
+    if loaded.cfg.runner.normalizer_clip is not None:
+        raise ExportError(
+            f"--format rsl_rl writes rsl_rl's EmpiricalNormalization, which does not clip; this run "
+            f"clips its normalised observations (runner.normalizer_clip="
+            f"{loaded.cfg.runner.normalizer_clip:g}); use --format onnx, which keeps the clip"
         )
     train_cfg = to_rsl_rl_train_cfg(loaded.cfg)
     infos = {

@@ -218,6 +218,22 @@ def test_malformed_yaml_exits_2_naming_file_line_and_column(tmp_path, capsys):
     assert f"{bad}:3:9: not valid YAML" in err and "Traceback" not in err
 
 
+def test_a_key_given_twice_exits_2_naming_it_and_both_lines(tmp_path, capsys):
+    """PyYAML keeps the last of two values silently; a run's config.yaml edited by hand (a field
+    added beside the one already there) would train with whichever came last."""
+    bad = tmp_path / "config.yaml"
+    bad.write_text("runner:\n  normalizer_clip: 3.0\n  save_interval: 5\n  normalizer_clip: null\n")
+    assert train_main(["--config", str(bad), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:4:3: not valid YAML: the key 'normalizer_clip' is given twice" in err
+    assert "(first on line 2)" in err and "Traceback" not in err
+    merged = tmp_path / "merged.yaml"  # YAML's merge keys may repeat a key by design
+    merged.write_text("base: &b {gamma: 0.9}\nalgorithm:\n  <<: *b\n  gamma: 0.95\n")
+    from strl_jax.configs.loader import load_yaml_file
+
+    assert load_yaml_file(merged)["algorithm"] == {"gamma": 0.95}
+
+
 # ---------------------------------------------------------------- loggers
 def test_training_run_logs_to_wandb_offline(tmp_path, monkeypatch):
     import wandb  # noqa: F401 - installed by the test extra

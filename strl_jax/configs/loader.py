@@ -98,7 +98,28 @@ def with_extends(data: dict, where: str, chain: tuple[str, ...] = ()) -> dict:
 
 class ConfigYamlLoader(yaml.SafeLoader):
     """PyYAML's safe loader that also reads `!!python/tuple` as a list: IsaacLab and mjlab dump
-    tuple fields of their agent configs (`hidden_dims`, `obs_groups`) with that tag."""
+    tuple fields of their agent configs (`hidden_dims`, `obs_groups`) with that tag. A key given
+    twice in one mapping is an error: PyYAML would keep the last value and say nothing."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        first_line: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:` merges may repeat keys by design
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                line = first_line.setdefault(key, key_node.start_mark.line)
+            except TypeError:  # an unhashable key: the base class reports it
+                continue
+            if line != key_node.start_mark.line:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"the key {key!r} is given twice in one mapping (first on line {line + 1}), and only "
+                    "one value can count; remove one",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep=deep)
 
 
 ConfigYamlLoader.add_constructor(
@@ -534,6 +555,11 @@ def validate_config(cfg: TrainConfig) -> None:
     if not cfg.algorithm.kl_epsilon >= 0:
         raise ConfigError(
             f"algorithm.kl_epsilon must be at least 0 (0: the exact KL), got {cfg.algorithm.kl_epsilon}"
+        )
+    clip = cfg.runner.normalizer_clip
+    if clip is not None and not (isinstance(clip, int | float) and math.isfinite(clip) and clip > 0):
+        raise ConfigError(
+            f"runner.normalizer_clip must be a positive number (null: unclipped, as rsl_rl), got {clip!r}"
         )
     target_kl = cfg.algorithm.target_kl
     if target_kl is not None and not (math.isfinite(target_kl) and target_kl > 0):

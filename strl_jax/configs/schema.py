@@ -309,6 +309,9 @@ class RunnerConfig:
     # ratio is exactly 1, rsl_rl) or `before` it (brax: the update already sees the new statistics)
     normalizer_update: str = "after"
     normalizer_until: float | None = None
+    # normalised observations clipped to [-c, c] before any network reads them (rl_games' 5.0,
+    # stable-baselines3's 10.0); null: unclipped, as rsl_rl's EmpiricalNormalization
+    normalizer_clip: float | None = None
     # iterations between metrics.jsonl / TensorBoard rows
     log_interval: int = field(default=1, metadata={"host_only": True})
     # iterations between console summaries

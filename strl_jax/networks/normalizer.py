@@ -78,23 +78,32 @@ class InputNormalization:
     the estimator stages' unit conversions, the update's batches and observations a part brings.
     `enabled`: `runner.empirical_normalization` (false: networks read raw observations);
     `until`: `runner.normalizer_until`; `timing`: `runner.normalizer_update` (`after` the update,
-    rsl_rl, or `before` it, brax).
+    rsl_rl, or `before` it, brax); `clip`: `runner.normalizer_clip`, the bound on every normalised
+    value. Unclipped, a feature whose spread is mostly sensor noise (an upright robot's gravity
+    component: a standard deviation of 0.03) reads tens of standard deviations when the robot
+    tilts, and a policy that reads it through a history of frames can answer with actions that
+    throw the robot over, whose states read further out still (BENCHMARKS.md, Barkour).
     """
 
     enabled: bool = True
     until: float | None = None
     timing: str = "after"
+    clip: float | None = None
+
+    def _normalize(self, state: NormalizerState, x: jax.Array) -> jax.Array:
+        z = normalize(state, x)
+        return z if self.clip is None else jnp.clip(z, -self.clip, self.clip)
 
     def groups(self, normalizers: dict[str, NormalizerState], obs: dict) -> dict:
         """Each observation group with its own statistics (groups without any pass through)."""
         if not self.enabled:
             return obs
-        return {k: normalize(normalizers[k], v) if k in normalizers else v for k, v in obs.items()}
+        return {k: self._normalize(normalizers[k], v) if k in normalizers else v for k, v in obs.items()}
 
     def group(self, normalizers: dict[str, NormalizerState], x: jax.Array, stats: str) -> jax.Array:
         """One array with the statistics of group `stats` (a teacher reads `critic` with the
         statistics its own run kept as `policy`)."""
-        return normalize(normalizers[stats], x) if self.enabled else x
+        return self._normalize(normalizers[stats], x) if self.enabled else x
 
     def statistics(self, normalizers: dict[str, NormalizerState]) -> dict[str, NormalizerState] | None:
         """The statistics the inputs were normalised with (None: raw inputs), for converting
@@ -121,6 +130,7 @@ def input_normalization(runner_cfg) -> InputNormalization:
         enabled=runner_cfg.empirical_normalization,
         until=runner_cfg.normalizer_until,
         timing=runner_cfg.normalizer_update,
+        clip=runner_cfg.normalizer_clip,
     )
 
 
