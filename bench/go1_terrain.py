@@ -37,6 +37,17 @@ pipeline's wall time: a student's minutes count from its teacher checkpoint's).
         --teacher-minutes 120 --resume                                      # the teacher trained on
     python bench/go1_terrain.py summary --out /tmp/go1_terrain
     python bench/go1_terrain.py --smoke --out /tmp/go1_terrain_smoke        # minutes, tiny sizes
+    python bench/go1_terrain.py ship --out /tmp/go1_terrain --seeds 1 --teacher-checkpoint 943 \
+        --teacher examples/go1_rough_teacher                                # the teacher shipped
+    python bench/go1_terrain.py --out /tmp/students --stages student_tppo --seeds 1 \
+        --teacher examples/go1_rough_teacher                                # students of it
+
+`ship` writes one seed's teacher checkpoint (the newest, or `--teacher-checkpoint`) as a
+repository folder (`bench/ship_run.py`: the checkpoint cut to 16 envs, config, log, exported
+policy) with its evaluation and place on the pipeline's clock in `teacher.json`. Under
+`--teacher PATH` the students of every seed distil from that shipped teacher instead of the
+`--out` folder's teacher stage, and the summary compares them with its evaluation: students are
+measured against one teacher without training it again.
 
 `--resume` is go1_walk's in every stage (finished runs kept, cut ones continued from their newest
 checkpoint; with longer minutes, finished runs trained on from their last). The GPU counterpart
@@ -67,6 +78,7 @@ STUDENT_VELRMSD, STUDENT_FALLS = 1.15, 1.5  # a student's goal, as multiples of 
 TEACHER_KEY = "algorithm.teacher_policy.checkpoint="
 ESTIMATOR_METRIC = "estimator_rmse_base_lin_vel"
 START_FILE = "start.json"  # the run the teacher and blind presets loaded, and its minutes
+SHIPPED_TEACHER = "teacher.json"  # a shipped teacher's evaluation and pipeline minutes (`ship`)
 # --smoke: seconds-long stages at tiny sizes (sets applied to every stage), from scratch
 SMOKE_SETS = [
     "policy.actor_hidden_dims=[32]",
@@ -91,9 +103,51 @@ def teacher_run(out: Path, seed: int) -> Path:
 
 def teacher_source(args: argparse.Namespace, seed: int) -> Path:
     """What a student of `seed` distils from: its teacher's run folder (the newest checkpoint) or,
-    under `--teacher-checkpoint`, that iteration's checkpoint folder."""
+    under `--teacher-checkpoint`, that iteration's checkpoint folder; under `--teacher`, that
+    shipped teacher (for every seed)."""
+    if args.teacher is not None:
+        return args.teacher.resolve()
     run = teacher_run(args.out, seed)
     return run if args.teacher_checkpoint is None else run / "checkpoints" / str(args.teacher_checkpoint)
+
+
+def shipped_teacher(folder: Path) -> dict | None:
+    """The `ship` record of a shipped teacher folder: `{"evaluation", "pipeline_minutes", ...}`."""
+    path = folder / SHIPPED_TEACHER
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def ship_teacher(args: argparse.Namespace) -> Path:
+    """Write `--seeds`' (one) teacher checkpoint to `--teacher` with its `teacher.json`."""
+    import ship_run
+
+    if args.teacher is None or len(args.seeds) != 1:
+        raise SystemExit("error: ship needs --teacher (the folder to write) and one --seeds")
+    (seed,) = args.seeds
+    record = next((r for r in stage_runs(args.out, "teacher") if r["seed"] == seed), None)
+    evals = [e for e in (record or {}).get("evals") or [] if e.get("velrmsd") is not None]
+    if not evals:
+        raise SystemExit(f"error: no evaluated teacher of seed {seed} in {args.out / 'teacher'}")
+    chosen = args.teacher_checkpoint or evals[-1]["iteration"]
+    evaluation = next((e for e in evals if e["iteration"] == chosen), None)
+    if evaluation is None:
+        there = [e["iteration"] for e in evals]
+        raise SystemExit(f"error: checkpoint {chosen} of seed {seed} is not evaluated; there are {there}")
+    ship_run.ship(teacher_run(args.out, seed), chosen, args.teacher, envs=16)
+    start = start_of(args.out) or {}
+    stage_record = json.loads((args.out / "teacher" / f"seed{seed}" / "runs.json").read_text())
+    shipped = {
+        "seed": seed,
+        "checkpoint": chosen,
+        "evaluation": evaluation,
+        "pipeline_minutes": start.get("minutes", 0.0) + evaluation["wall_s"] / 60,
+        "start": start or None,
+        "overrides": record["spec"]["overrides"],
+        "machine": record.get("machine"),
+        "standing": stage_record.get("standing"),
+    }
+    (args.teacher / SHIPPED_TEACHER).write_text(json.dumps(shipped, indent=1) + "\n")
+    return args.teacher
 
 
 def preset_start(args: argparse.Namespace) -> dict | None:
@@ -184,16 +238,24 @@ def start_of(out: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def teacher_path(record: dict) -> Path:
+    """The `algorithm.teacher_policy.checkpoint` a student's run was given."""
+    overrides = record.get("spec", {}).get("overrides", [])
+    return Path(next((o.split("=", 1)[1].strip('"') for o in overrides if o.startswith(TEACHER_KEY)), ""))
+
+
 def teacher_of(out: Path, record: dict) -> dict | None:
-    """The evaluation of the teacher checkpoint a student learned from: the one its
-    `algorithm.teacher_policy.checkpoint` names (a checkpoint folder), else its teacher's last."""
+    """The evaluation of the teacher checkpoint a student learned from: a shipped teacher's, else
+    the one its `algorithm.teacher_policy.checkpoint` names (a checkpoint folder), else its
+    teacher's last."""
+    if shipped := shipped_teacher(teacher_path(record)):
+        return shipped["evaluation"]
     teacher = next((r for r in stage_runs(out, "teacher") if r["seed"] == record["seed"]), None)
     evals = [e for e in (teacher or {}).get("evals") or [] if "wall_s" in e]
     if not evals:
         return None
-    overrides = record.get("spec", {}).get("overrides", [])
-    source = next((o.split("=", 1)[1].strip('"') for o in overrides if o.startswith(TEACHER_KEY)), "")
-    if Path(source).parent.name == "checkpoints" and Path(source).name.isdigit():
+    source = teacher_path(record)
+    if source.parent.name == "checkpoints" and source.name.isdigit():
         iteration = int(Path(source).name)
         return next((e for e in evals if e.get("iteration") == iteration), None)
     return evals[-1]
@@ -205,6 +267,8 @@ def offset_minutes(stage: str, out: Path, record: dict) -> float:
     start = (start_of(out) or {}).get("minutes", 0.0)
     if not stage.startswith("student_"):
         return start
+    if shipped := shipped_teacher(teacher_path(record)):
+        return shipped["pipeline_minutes"]
     teacher = teacher_of(out, record)
     return start + (teacher["wall_s"] / 60 if teacher else 0.0)
 
@@ -337,7 +401,7 @@ def write_summary(out: Path, target: float, max_falls: float) -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("command", nargs="?", choices=["run", "summary"], default="run")
+    p.add_argument("command", nargs="?", choices=["run", "summary", "ship"], default="run")
     p.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     p.add_argument("--teacher-minutes", type=float, default=None, help="default 60 (smoke: 3)")
@@ -361,6 +425,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="ITERATION",
         help="the students learn from this checkpoint of their teacher (default: its newest)",
     )
+    p.add_argument(
+        "--teacher",
+        type=Path,
+        default=None,
+        metavar="FOLDER",
+        help="a shipped teacher (`ship` writes it) that every seed's students distil from",
+    )
     p.add_argument("--resume", action="store_true", help="go1_walk's --resume in each stage")
     p.add_argument("--smoke", action="store_true", help="tiny end-to-end check of every stage")
     p.add_argument("--out", type=Path, default=Path("/tmp/go1_terrain"))
@@ -373,11 +444,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if getattr(args, key) is None:
             setattr(args, key, value)
     args.stages = [s for s in STAGES if s in args.stages]  # students after their teacher
+    if args.command == "run" and args.teacher is not None and args.teacher_checkpoint is not None:
+        p.error("--teacher-checkpoint picks a checkpoint of the --out teacher; a shipped --teacher has one")
+    if args.command == "run" and args.teacher is not None and "teacher" in args.stages:
+        p.error("--teacher gives the students a shipped teacher; leave the teacher stage out of --stages")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.command == "ship":
+        print(f"{ship_teacher(args)}: {args.teacher / SHIPPED_TEACHER}")
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     status = run_stages(args) if args.command == "run" else 0
     print(write_summary(args.out, args.target, args.max_falls))

@@ -605,6 +605,64 @@ def test_go1_terrain_summary_compares_each_student_with_its_teacher(tmp_path):
     assert "student_tppo" in go1_terrain.write_summary(tmp_path, 0.40, 0.05)
 
 
+def test_go1_terrain_ships_a_teacher_whose_students_are_measured_against_it(tmp_path, monkeypatch):
+    import go1_terrain
+    import ship_run
+
+    out, shipped = tmp_path / "out", tmp_path / "go1_rough_teacher"
+    folder = out / "teacher" / "seed1"
+    folder.mkdir(parents=True)
+    evals = [
+        {"iteration": 400, "wall_s": 1800.0, "env_steps": 5e6, "velrmsd": 0.5, "falls": 0.2},
+        {"iteration": 900, "wall_s": 3600.0, "env_steps": 1.1e7, "velrmsd": 0.44, "falls": 0.1},
+    ]
+    record = {"seed": 1, "evals": evals, "spec": {"overrides": ["seed=1"]}, "machine": {"cpu_count": 2}}
+    (folder / "runs.json").write_text(json.dumps({"runs": [record], "standing": {"velrmsd": 1.0}}))
+    (out / go1_terrain.START_FILE).write_text(json.dumps({"run": "examples/go1_walk", "minutes": 60.0}))
+    copies = []
+
+    def fake_ship(run, checkpoint, to, envs):
+        copies.append((run, checkpoint, envs))
+        to.mkdir()
+
+    monkeypatch.setattr(ship_run, "ship", fake_ship)
+
+    def ship(*extra):
+        argv = ["ship", "--out", str(out), "--seeds", "1", "--teacher", str(shipped), *extra]
+        return go1_terrain.ship_teacher(go1_terrain.parse_args(argv))
+
+    with pytest.raises(SystemExit, match=r"checkpoint 500 of seed 1 is not evaluated; there are \[400, 900"):
+        ship("--teacher-checkpoint", "500")
+    ship("--teacher-checkpoint", "400")  # the chosen one, not the newest
+    assert copies == [(go1_terrain.teacher_run(out, 1), 400, 16)]
+    written = go1_terrain.shipped_teacher(shipped)
+    assert written["evaluation"] == evals[0] and written["pipeline_minutes"] == 90.0
+    assert written["standing"] == {"velrmsd": 1.0} and written["checkpoint"] == 400
+
+    # students of every seed distil from the shipped folder; the summary compares with its evaluation
+    students = tmp_path / "students"
+    argv = ["--out", str(students), "--stages", "student_tppo", "--teacher", str(shipped)]
+    args = go1_terrain.parse_args(argv)
+    for seed in (1, 2):
+        argv = go1_terrain.stage_argv("student_tppo", seed, args)
+        assert f"algorithm.teacher_policy.checkpoint={shipped.resolve()}" in argv
+    run_dir = students / "student_tppo" / "seed2" / "runs" / "strl_jax-seed2"
+    run_dir.mkdir(parents=True)
+    student = {
+        "seed": 2,
+        "run_dir": str(run_dir),
+        "evals": [{"iteration": 50, "wall_s": 600.0, "env_steps": 1e6, "velrmsd": 0.55, "falls": 0.15}],
+        "spec": {"overrides": [f'algorithm.teacher_policy.checkpoint="{shipped.resolve()}"']},
+    }
+    (run_dir.parents[1] / "runs.json").write_text(json.dumps({"runs": [student]}))
+    (row,) = go1_terrain.summary_rows(students, 0.40, 0.05)
+    assert row[0] == "student_tppo" and row[8] == "1.10 / 0.75"  # 0.55 / 0.5, 0.15 / 0.2
+    assert go1_terrain.offset_minutes("student_tppo", students, student) == 90.0
+    for wrong in (["--teacher-checkpoint", "400"], ["--stages", "teacher"]):
+        with pytest.raises(SystemExit):
+            go1_terrain.parse_args(["--out", str(students), "--teacher", str(shipped), *wrong])
+
+
 def test_go1_terrain_starts_teacher_and_blind_where_their_presets_load_counting_its_minutes(
     tmp_path, monkeypatch
 ):
@@ -659,3 +717,21 @@ def test_foot_lift_counts_each_foot_off_the_ground_up_to_the_fall():
     share, most = foot_lift.foot_lift(z + 0.3, alive)
     np.testing.assert_allclose(share, [2 / 5, 0.0])
     np.testing.assert_allclose(most, [0.05, 0.0], atol=1e-12)
+
+
+def test_normalised_inputs_counts_the_envs_read_far_out_and_those_at_an_episode_start():
+    import normalised_inputs
+
+    # 3 envs, 2 frames of 3 values; env 0 at its first step (older frame zero), env 2 tilted
+    mean, var = np.array([0.0, 0.0, 1.0] * 2), np.array([1.0, 1.0, 0.0009] * 2)
+    obs = np.array([[0.1, 0.2, 1.0, 0, 0, 0], [0, 0.1, 0.99, 0, 0.1, 1.0], [0, 3.0, 0.7, 0, 0, 0.9]])
+    raw = {
+        "rollout_state": {"env_state": {"brax_state": {"obs": obs}, "step_count": np.array([0, 40, 30])}},
+        "train_state": {"normalizers": {"policy": {"mean": mean, "var": var}}},
+    }
+    z, steps, std = normalised_inputs.normalised_inputs(raw)
+    assert z[0, 5] == pytest.approx(-1.0 / 0.04) and std[2] == pytest.approx(0.03)
+    figures = normalised_inputs.describe(z, steps, std, beyond=5.0, frame=3, frames=2)
+    assert figures["envs_beyond"] == 2 and figures["of_them_in_first_frames"] == 1
+    assert figures["features_beyond"] == [2] and figures["largest"] == 25.0
+    assert figures["std_of_those_features"] == {2: 0.03}
