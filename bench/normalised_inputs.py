@@ -21,8 +21,6 @@ from pathlib import Path
 
 import numpy as np
 
-EPS = 1e-2  # rsl_rl's, as strl_jax.networks.normalizer.normalize
-
 
 def normalised_inputs(raw: dict, group: str = "policy") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(normalised observations [envs, size], the envs' steps into their episodes, the std)."""
@@ -31,8 +29,11 @@ def normalised_inputs(raw: dict, group: str = "policy") -> tuple[np.ndarray, np.
     obs = np.asarray(env_state["brax_state"]["obs"])
     if isinstance(obs, dict) or obs.ndim != 2:
         raise SystemExit(f"error: the env's observation is not one [envs, size] array: {type(obs).__name__}")
-    std = np.sqrt(np.asarray(stats["var"]))
-    return (obs - np.asarray(stats["mean"])) / (std + EPS), np.asarray(env_state["step_count"]), std
+    from strl_jax.networks.normalizer import NormalizerState, normalize
+
+    state = NormalizerState(mean=np.asarray(stats["mean"]), var=np.asarray(stats["var"]), count=None)
+    z = np.asarray(normalize(state, obs))  # as the actor reads them, clip aside
+    return z, np.asarray(env_state["step_count"]), np.sqrt(np.asarray(stats["var"]))
 
 
 def describe(
