@@ -40,6 +40,7 @@ CHANGED = {
     "algorithm.clip_min_std": 0.2,
     "algorithm.target_kl": 0.2,
     "algorithm.gamma": 0.99,
+    "runner.normalizer_clip": 3.0,
     "env.playground.reward_config.scales.tracking_lin_vel": 3.0,
     "env.playground.reward_config.scales.tracking_ang_vel": 2.0,
     # the run's length and its own evaluation (bench/go1_walk.py sets its own)
