@@ -72,6 +72,19 @@ def test_a_clip_that_is_not_a_positive_number_is_refused(value):
         resolve_config("inverted_pendulum", overrides=[f"runner.normalizer_clip={value}"])
 
 
+def test_a_clip_without_the_normaliser_is_refused():
+    # the legged recipe clips; turning its normaliser off alone would leave a clip that does nothing
+    with pytest.raises(
+        ConfigError,
+        match=r"runner.normalizer_clip=3 clips normalised observations, but "
+        r"runner.empirical_normalization is false: set runner.normalizer_clip=null",
+    ):
+        resolve_config(
+            "inverted_pendulum",
+            overrides=["runner.normalizer_clip=3.0", "runner.empirical_normalization=false"],
+        )
+
+
 def test_rsl_rl_export_refuses_a_clipped_run(tmp_path):
     cfg = resolve_config("inverted_pendulum", overrides=["runner.normalizer_clip=5"])
     with pytest.raises(

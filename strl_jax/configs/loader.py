@@ -561,6 +561,13 @@ def validate_config(cfg: TrainConfig) -> None:
         raise ConfigError(
             f"runner.normalizer_clip must be a positive number (null: unclipped, as rsl_rl), got {clip!r}"
         )
+    if clip is not None and not cfg.runner.empirical_normalization:
+        # the clip bounds normalised observations: without the normaliser it would do nothing
+        raise ConfigError(
+            f"runner.normalizer_clip={clip:g} clips normalised observations, but "
+            "runner.empirical_normalization is false: set runner.normalizer_clip=null, or "
+            "runner.empirical_normalization=true"
+        )
     target_kl = cfg.algorithm.target_kl
     if target_kl is not None and not (math.isfinite(target_kl) and target_kl > 0):
         raise ConfigError(
